@@ -1,0 +1,3 @@
+from cudaperf.cli import app
+
+app()

@@ -1,0 +1,304 @@
+"""The ``cudaperf`` command line: one entry point, a subcommand per job."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from cudaperf.tasks.schema import Task, TaskError
+
+app = typer.Typer(
+    help="cudaperf: evaluate (and, later, train) models that turn sequential programs into fast, correct CUDA.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+TASKS_HELP = ("Where tasks come from: a .jsonl/.parquet file or a task directory; 'builtin' (the bundled "
+              "c_function examples, default); 'babeltower' or a path to BabelTower's unit_total_eval_cases.jsonl.")
+
+
+def _load(tasks: str) -> list[Task]:
+    from cudaperf.tasks import load_builtin_tasks, load_tasks
+    from cudaperf.tasks.babeltower import find_babeltower, load_babeltower
+
+    if tasks == "builtin":
+        return load_builtin_tasks()
+    if tasks == "babeltower" or tasks.endswith("unit_total_eval_cases.jsonl"):
+        path = find_babeltower(None if tasks == "babeltower" else tasks)
+        if path is None:
+            raise TaskError("BabelTower data not found: pass its path or set CUDAPERF_BABELTOWER")
+        return load_babeltower(path)
+    return load_tasks(tasks)
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {msg}")
+    raise typer.Exit(code)
+
+
+def _settings(time: bool, reps: int, budget_ms: float):
+    from cudaperf.harness.settings import HarnessSettings
+
+    return HarnessSettings(time_candidates=time, min_reps=reps, budget_ms=budget_ms)
+
+
+def _print_result(res) -> None:
+    from cudaperf.harness.evaluate import verdict_line
+
+    style = "green" if res.correct else ("yellow" if res.status == "unscored" else "red")
+    console.print(f"[bold]{res.task_id}[/] / {res.candidate_id}: [{style}]{verdict_line(res)}[/]")
+    if res.failure and res.failure.message and not res.correct:
+        console.print(f"  {res.failure.kind.value} ({res.failure.attributed_to}): {res.failure.message[:1500]}")
+    if res.tests:
+        console.print(f"  tests: {sum(t.passed for t in res.tests)}/{len(res.tests)} passed "
+                      f"(p = {res.pass_fraction:.2f})")
+    if res.candidate_timing and res.baseline_timing:
+        c, b = res.candidate_timing, res.baseline_timing
+        console.print(f"  time: candidate median {c.median_ms:.3f} ms (cv {c.cv:.3f}, n {c.n}); "
+                      f"sequential C median {b.median_ms:.3f} ms (cv {b.cv:.3f}, n {b.n})")
+    ev = res.gpu_evidence
+    if ev and ev.kernel_ms is not None:
+        console.print(f"  GPU time per call: kernels {ev.kernel_ms:.3f} ms, copies {ev.memcpy_ms:.3f} ms "
+                      f"({(ev.htod_bytes or 0) / 1e6:.1f} MB in, {(ev.dtoh_bytes or 0) / 1e6:.1f} MB out), "
+                      f"{ev.kernels_in_timed_call} kernel launches")
+    if res.speedup_flag:
+        console.print(f"  [yellow]{res.speedup_flag}[/]")
+
+
+def _read_completions(path: Path, default_task: str | None) -> list[tuple[str, str, str]]:
+    """(task_id, candidate_id, completion) from a .jsonl of completions."""
+    out = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TaskError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
+            comp = row.get("completion") if isinstance(row, dict) else None
+            tid = (row.get("task_id") if isinstance(row, dict) else None) or default_task
+            if not isinstance(comp, str) or not tid:
+                raise TaskError(f"{path}:{lineno}: each line needs a string 'completion' and a 'task_id' "
+                                f"(or pass --task)")
+            out.append((tid, str(row.get("candidate_id") or f"line{lineno}"), comp))
+    return out
+
+
+@app.command()
+def evaluate(
+    task: str = typer.Option(..., "--task", "-t", help="Task id (see --tasks)."),
+    candidate: Path = typer.Option(..., "--candidate", "-c", help="A .cu file, a completion text file, or a "
+                                   ".jsonl of completions ({task_id?, candidate_id?, completion})."),
+    tasks: str = typer.Option("builtin", "--tasks", help=TASKS_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the full result record(s) as JSON lines."),
+    store: Optional[Path] = typer.Option(None, "--store", help="With a .jsonl of completions: append results "
+                                         "here and resume (default runs/evaluate.jsonl)."),
+    time: bool = typer.Option(True, "--time/--no-time", help="Time correct candidates against the sequential C."),
+    reps: int = typer.Option(5, "--reps", help="Minimum timed repetitions."),
+    budget_ms: float = typer.Option(2000.0, "--budget-ms", help="Timing budget per candidate (adaptive "
+                                    "repetitions stop past it or once cv < 2%)."),
+) -> None:
+    """Evaluate a candidate (or a JSONL of completions) on a task: hidden tests, GPU evidence, speedup."""
+    from cudaperf.harness.evaluate import evaluate as run_eval
+    from cudaperf.tasks.load import find_task
+
+    try:
+        all_tasks = _load(tasks)
+        find_task(all_tasks, task)
+    except TaskError as exc:
+        _fail(str(exc))
+    if not candidate.exists():
+        _fail(f"candidate file not found: {candidate}")
+    settings = _settings(time, reps, budget_ms)
+    if candidate.suffix == ".jsonl":
+        try:
+            rows = _read_completions(candidate, task)
+        except TaskError as exc:
+            _fail(str(exc))
+        _run_jobs(all_tasks, rows, store or Path("runs/evaluate.jsonl"), settings, as_json)
+        return
+    the_task = find_task(all_tasks, task)
+    res = run_eval(the_task, candidate.read_text(encoding="utf-8", errors="replace"), settings=settings,
+                   candidate_id=candidate.name)
+    if as_json:
+        print(res.to_json())
+    else:
+        _print_result(res)
+    raise typer.Exit(0 if res.status == "scored" else 3)
+
+
+def _run_jobs(all_tasks, rows, store_path: Path, settings, as_json: bool) -> None:
+    from cudaperf.harness.executor import Job, run_batch
+    from cudaperf.harness.store import ResultStore
+
+    jobs = [Job(t, c, comp) for t, c, comp in rows]
+    store = ResultStore(store_path)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=False) as bar:
+        ids = {}
+
+        def progress(phase: str, i: int, n: int) -> None:
+            if phase not in ids:
+                ids[phase] = bar.add_task("compiling" if phase == "compile" else "running on GPU", total=n)
+            bar.update(ids[phase], completed=i)
+
+        try:
+            summary = run_batch(all_tasks, jobs, store, settings=settings, progress=progress)
+        except ValueError as exc:
+            _fail(str(exc))
+    latest = store.latest()
+    results = [latest[(j.task_id, j.candidate_id)] for j in jobs if (j.task_id, j.candidate_id) in latest]
+    if as_json:
+        for r in results:
+            print(r.to_json())
+    else:
+        _summary_table(results)
+        err.print(f"{summary.n_jobs} jobs, {summary.n_skipped} already done; compile {summary.compile_wall_s:.1f} s "
+                  f"({summary.compile_per_min:.0f}/min), GPU runs {summary.run_wall_s:.1f} s "
+                  f"({summary.run_per_min:.0f}/min) on GPUs {list(summary.gpus) or 'none'}; results in {store_path}")
+
+
+def _summary_table(results) -> None:
+    table = Table(title="evaluation results")
+    for col in ("task", "candidate", "verdict", "tests", "speedup", "stage"):
+        table.add_column(col)
+    for r in results:
+        verdict = "correct" if r.correct else ("unscored" if r.status == "unscored" else
+                                                (r.failure.kind.value if r.failure else "failed"))
+        style = "green" if r.correct else ("yellow" if r.status == "unscored" else "red")
+        tests = f"{sum(t.passed for t in r.tests)}/{len(r.tests)}" if r.tests else "-"
+        table.add_row(r.task_id, r.candidate_id, f"[{style}]{verdict}[/]", tests,
+                      f"{r.speedup:.2f}x" if r.speedup is not None else "-", r.stage.value)
+    console.print(table)
+
+
+@app.command()
+def batch(
+    tasks: str = typer.Option("builtin", "--tasks", help=TASKS_HELP),
+    completions: Optional[Path] = typer.Option(None, "--completions", help="A .jsonl of completions "
+                                               "({task_id, candidate_id?, completion}); default: the bundled "
+                                               "fast/slow/wrong candidates of the built-in tasks, or the "
+                                               "reference kernels for BabelTower."),
+    store: Path = typer.Option(Path("runs/examples.jsonl"), "--store", help="Results JSONL (appended; resumes)."),
+    as_json: bool = typer.Option(False, "--json", help="Print result records as JSON lines."),
+    time: bool = typer.Option(True, "--time/--no-time"),
+    reps: int = typer.Option(5, "--reps"),
+    budget_ms: float = typer.Option(2000.0, "--budget-ms"),
+) -> None:
+    """Evaluate many candidates over all visible GPUs, appending to a resumable JSONL store."""
+    from cudaperf.tasks import builtin_candidates
+    from cudaperf.tasks.schema import CudaKernelTask
+
+    try:
+        all_tasks = _load(tasks)
+        if completions is not None:
+            rows = _read_completions(completions, None)
+        elif tasks == "builtin":
+            rows = [(c.task_id, c.label, c.source) for c in builtin_candidates()]
+        elif all(isinstance(t, CudaKernelTask) for t in all_tasks):
+            rows = [(t.id, "reference", t.reference_kernel) for t in all_tasks]
+        else:
+            _fail("these tasks have no bundled candidates: pass --completions")
+    except TaskError as exc:
+        _fail(str(exc))
+    _run_jobs(all_tasks, rows, store, _settings(time, reps, budget_ms), as_json)
+
+
+@app.command()
+def check(
+    file: Path = typer.Argument(..., help="A .cu file or a completion text."),
+    task: Optional[str] = typer.Option(None, "--task", "-t", help="Task id, for task-specific checks."),
+    tasks: str = typer.Option("builtin", "--tasks", help=TASKS_HELP),
+) -> None:
+    """Run the static checks only. Exit code 1 and the reasons when the candidate is rejected."""
+    from cudaperf.harness.extract import extract_code
+    from cudaperf.harness.static_checks import check_source
+    from cudaperf.tasks.load import find_task
+    from cudaperf.tasks.schema import CudaKernelTask
+
+    if not file.exists():
+        _fail(f"file not found: {file}")
+    kind, kernel = "c_function", None
+    if task:
+        try:
+            t = find_task(_load(tasks), task)
+        except TaskError as exc:
+            _fail(str(exc))
+        kind = t.kind
+        kernel = t.kernel_name if isinstance(t, CudaKernelTask) else None
+    ext = extract_code(file.read_text(encoding="utf-8", errors="replace"))
+    if ext.code is None:
+        console.print("[red]rejected[/]: no code found (expected <OUTPUT_CUDA>...</OUTPUT_CUDA> or a code block)")
+        raise typer.Exit(1)
+    res = check_source(ext.code, kind=kind, kernel_name=kernel)
+    if res.ok:
+        console.print(f"[green]ok[/]: kernels {', '.join(res.kernels)}; launched {', '.join(res.launched) or '-'}")
+        return
+    console.print("[red]rejected[/]:")
+    for r in res.reasons:
+        console.print(f"  - {r}")
+    raise typer.Exit(1)
+
+
+@app.command()
+def doctor() -> None:
+    """Check nvcc, gcc, CUPTI, the sandbox and the GPUs; say plainly what is missing."""
+    from cudaperf.harness import compile as comp
+    from cudaperf.harness.environment import gpu_inventory
+    from cudaperf.harness.sandbox import sandbox_level
+
+    problems = 0
+    table = Table(title="cudaperf doctor", show_header=False)
+
+    def row(name: str, ok: bool, detail: str) -> None:
+        nonlocal problems
+        problems += 0 if ok else 1
+        table.add_row(name, "[green]ok[/]" if ok else "[red]missing[/]", detail)
+
+    try:
+        row("nvcc", True, f"{comp.nvcc_path()} ({comp.nvcc_version()})")
+    except comp.ToolchainError as exc:
+        row("nvcc", False, str(exc))
+    try:
+        row("gcc", True, comp.gcc_version())
+    except comp.ToolchainError as exc:
+        row("gcc", False, str(exc))
+    try:
+        cp = comp.cupti_paths()
+        row("CUPTI", cp is not None, f"{cp[0]} / {cp[1]}" if cp else
+            "not found: GPU-work evidence unavailable, results would be unscored")
+    except comp.ToolchainError as exc:
+        row("CUPTI", False, str(exc))
+    level = sandbox_level()
+    row("sandbox", level != "session", f"{level}" + ("" if level != "session" else
+                                                     ": no namespaces; stray processes and network not contained"))
+    inv = gpu_inventory()
+    if not inv:
+        row("GPU", False, "no NVIDIA GPU visible (nvidia-smi missing or lists none): candidates compile but do "
+                          "not run here")
+    for idx, name, drv, total, free in inv:
+        row(f"GPU {idx}", True, f"{name}, driver {drv}, {free} MiB free of {total} MiB")
+    row("arch", True, comp.default_arch())
+    console.print(table)
+    if problems:
+        console.print(f"{problems} problem(s) found.")
+    raise typer.Exit(0)
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

@@ -1,0 +1,34 @@
+#include <cuda_runtime.h>
+
+// Bug: scales the real axis by height and the imaginary axis by width (swapped), distorting the non-square image.
+constexpr int FRAC = 28;
+
+__global__ void mandel_kernel(int width, int height, int max_iter, int* __restrict__ iters) {
+    int px = blockIdx.x * blockDim.x + threadIdx.x;
+    int py = blockIdx.y * blockDim.y + threadIdx.y;
+    if (px >= width || py >= height) return;
+    long long ci = -(5LL << (FRAC - 2)) + ((long long)py * (5LL << (FRAC - 1))) / width;
+    long long cr = -(2LL << FRAC) + ((long long)px * (5LL << (FRAC - 1))) / height;
+    long long zr = 0, zi = 0;
+    int k = 0;
+    while (k < max_iter) {
+        long long zr2 = (zr * zr) >> FRAC, zi2 = (zi * zi) >> FRAC;
+        if (zr2 + zi2 > (4LL << FRAC)) break;
+        long long t = zr2 - zi2 + cr;
+        zi = ((zr * zi) >> (FRAC - 1)) + ci;
+        zr = t;
+        ++k;
+    }
+    iters[(size_t)py * width + px] = k;
+}
+
+extern "C" void mandelbrot(int width, int height, int max_iter, int* iters) {
+    if (width <= 0 || height <= 0) return;
+    size_t bytes = (size_t)width * height * sizeof(int);
+    int* d;
+    cudaMalloc(&d, bytes);
+    dim3 block(32, 8), grid((width + 31) / 32, (height + 7) / 8);
+    mandel_kernel<<<grid, block>>>(width, height, max_iter, d);
+    cudaMemcpy(iters, d, bytes, cudaMemcpyDeviceToHost);
+    cudaFree(d);
+}

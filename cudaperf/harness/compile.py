@@ -1,0 +1,393 @@
+"""Compile candidates with nvcc and references with gcc, cached by (source hash, flags, arch, toolchain).
+
+Candidate compilation runs in the sandbox (it is untrusted input to a compiler); reference and driver builds are
+trusted. The cache stores executables and failure logs under ``$CUDAPERF_CACHE`` (default
+``~/.cache/cudaperf/build``); a key is the SHA-256 of everything that affects the output, so a hit is always
+safe to reuse. Writes are atomic (temp file + rename), so parallel compiles of the same source are harmless.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from cudaperf.harness.result import CompileInfo
+from cudaperf.harness.sandbox import SandboxLimits, Workdir, run_sandboxed, scrubbed_env, share_file
+from cudaperf.harness.static_checks import check_symbols
+
+NATIVE_DIR = Path(__file__).resolve().parent / "native"
+DEFAULT_NVCC_FLAGS = ("-O3", "-std=c++17", "-lineinfo")
+REFERENCE_FLAGS = ("-O3", "-std=gnu11", "-fno-openmp")
+COMPILE_TIMEOUT_S = 180.0
+
+
+class ToolchainError(RuntimeError):
+    """nvcc or gcc is missing or broken: a harness fault, never a candidate failure."""
+
+
+def cache_dir() -> Path:
+    d = Path(os.environ.get("CUDAPERF_CACHE", Path.home() / ".cache" / "cudaperf" / "build"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _first_line_matching(text: str, pattern: str) -> str:
+    for line in text.splitlines():
+        if re.search(pattern, line):
+            return line.strip()
+    return text.strip().splitlines()[-1] if text.strip() else "unknown"
+
+
+@lru_cache(maxsize=1)
+def nvcc_path() -> str:
+    for cand in (shutil.which("nvcc"), os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")):
+        if cand and os.path.exists(cand):
+            return cand
+    raise ToolchainError("nvcc not found: install the CUDA toolkit or put nvcc on PATH (see `cudaperf doctor`)")
+
+
+@lru_cache(maxsize=1)
+def nvcc_version() -> str:
+    out = subprocess.run([nvcc_path(), "--version"], capture_output=True, text=True).stdout
+    return _first_line_matching(out, r"release")
+
+
+@lru_cache(maxsize=1)
+def gcc_version() -> str:
+    gcc = shutil.which("gcc")
+    if not gcc:
+        raise ToolchainError("gcc not found: it builds the sequential C reference (see `cudaperf doctor`)")
+    return subprocess.run([gcc, "--version"], capture_output=True, text=True).stdout.splitlines()[0].strip()
+
+
+@lru_cache(maxsize=1)
+def cuda_home() -> Path:
+    """The toolkit root holding ``include/cuda_runtime.h`` (nvcc on PATH may be a wrapper script)."""
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
+                  str(Path(nvcc_path()).resolve().parent.parent), "/usr/local/cuda"]
+    for c in candidates:
+        if c and (Path(c) / "include" / "cuda_runtime.h").exists():
+            return Path(c)
+    raise ToolchainError("cannot find the CUDA toolkit's include/cuda_runtime.h: set CUDA_HOME")
+
+
+@lru_cache(maxsize=1)
+def cupti_paths() -> tuple[Path, Path] | None:
+    """(include dir, library dir) of CUPTI, or None when this toolkit has none."""
+    home = cuda_home()
+    roots = [home, home / "extras" / "CUPTI", Path("/usr/local/cuda"), Path("/usr/local/cuda/extras/CUPTI")]
+    try:  # the pip wheel nvidia-cuda-cupti
+        import importlib.util
+
+        spec = importlib.util.find_spec("nvidia")
+        for loc in (spec.submodule_search_locations or []) if spec else []:
+            roots += [p.parent for p in Path(loc).glob("**/include/cupti.h")]
+    except (ImportError, ValueError):
+        pass
+    for root in roots:
+        inc = root / "include"
+        if (inc / "cupti.h").exists():
+            for lib in ("lib64", "lib", "targets/x86_64-linux/lib"):
+                libdir = root / lib
+                if list(libdir.glob("libcupti.so*")):
+                    return inc, libdir
+    return None
+
+
+def default_arch() -> str:
+    """``sm_XY`` of GPU 0 (via nvidia-smi), or ``sm_90`` (the H200) when no GPU is visible."""
+    env = os.environ.get("CUDAPERF_ARCH")
+    if env:
+        return env
+    return _detected_arch()
+
+
+@lru_cache(maxsize=1)
+def _detected_arch() -> str:
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=20).stdout.split()
+            if out and re.fullmatch(r"\d+\.\d+", out[0]):
+                return "sm_" + out[0].replace(".", "")
+        except (subprocess.SubprocessError, OSError):
+            pass
+    return "sm_90"
+
+
+def trim_log(log: str, max_lines: int = 40, max_chars: int = 4000) -> str:
+    """Keep the first errors of a compiler log: error lines and their context, then the rest up to a limit."""
+    lines = [l for l in log.splitlines() if l.strip()]
+    errors = [i for i, l in enumerate(lines) if re.search(r"\berror\b|undefined reference|multiple definition", l)]
+    if errors:
+        keep: list[str] = []
+        for i in errors:
+            keep.extend(lines[i : i + 3])
+            if len(keep) >= max_lines:
+                break
+        lines = list(dict.fromkeys(keep))
+    text = "\n".join(lines[:max_lines])
+    return text[:max_chars]
+
+
+def sha256(*parts: str | bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode() if isinstance(p, str) else p)
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    """An executable (or why there is none). ``stage`` says where a failure happened."""
+
+    exe: Path | None
+    info: CompileInfo
+    stage: str
+    """``ok``, ``compile``, ``symbols`` or ``link``."""
+    reasons: tuple[str, ...] = ()
+
+
+def _store(key: str, exe: Path | None, meta: dict) -> None:
+    d = cache_dir() / key[:2]
+    d.mkdir(parents=True, exist_ok=True)
+    if exe is not None:
+        tmp = d / f".{key}.{os.getpid()}.tmp"
+        shutil.copy2(exe, tmp)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, d / key)
+    tmpm = d / f".{key}.{os.getpid()}.json.tmp"
+    tmpm.write_text(json.dumps(meta))
+    os.replace(tmpm, d / f"{key}.json")
+
+
+def _lookup(key: str) -> tuple[Path | None, dict] | None:
+    d = cache_dir() / key[:2]
+    meta_p = d / f"{key}.json"
+    if not meta_p.exists():
+        return None
+    meta = json.loads(meta_p.read_text())
+    exe = d / key
+    if meta.get("stage") == "ok" and not exe.exists():
+        return None
+    return (exe if meta.get("stage") == "ok" else None), meta
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Trusted builds
+
+
+def build_reference(driver_c: str, reference_c: str) -> Path:
+    """gcc ``-O3`` single-thread build of the C reference with the task's driver. Raises ToolchainError."""
+    key = sha256("reference", driver_c, reference_c, " ".join(REFERENCE_FLAGS), gcc_version())
+    hit = _lookup(key)
+    if hit and hit[0]:
+        return hit[0]
+    with tempfile.TemporaryDirectory(prefix="cudaperf-ref-") as tmp:
+        t = Path(tmp)
+        (t / "driver.c").write_text(driver_c)
+        (t / "reference.c").write_text(reference_c)
+        cmd = ["gcc", *REFERENCE_FLAGS, "-o", str(t / "ref"), str(t / "driver.c"), str(t / "reference.c"), "-lm"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+        if p.returncode != 0:
+            raise ToolchainError(f"the task's C reference does not build with gcc:\n{trim_log(p.stderr)}")
+        _store(key, t / "ref", {"stage": "ok"})
+    return _lookup(key)[0]  # type: ignore[index,return-value]
+
+
+@lru_cache(maxsize=4)
+def _probe_object(arch_key: str) -> Path:
+    """The CUPTI probe (or, without CUPTI, a build that reports it is unavailable) as an object file."""
+    paths = cupti_paths()
+    src = (NATIVE_DIR / "probe.c").read_text() if paths else (NATIVE_DIR / "probe_unavailable.c").read_text()
+    key = sha256("probe", src, str(paths), gcc_version())
+    d = cache_dir() / key[:2]
+    obj = d / f"{key}.o"
+    if obj.exists():
+        return obj
+    d.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="cudaperf-probe-") as tmp:
+        c = Path(tmp) / "probe.c"
+        c.write_text(src)
+        inc = ["-I", str(paths[0])] if paths else []
+        cmd = ["gcc", "-O2", "-fPIC", "-c", str(c), "-o", str(Path(tmp) / "probe.o"), "-I", str(NATIVE_DIR),
+               "-I", str(cuda_home() / "include"), *inc]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise ToolchainError(f"cannot build the CUPTI probe:\n{trim_log(p.stderr)}")
+        tmp_obj = d / f".{key}.{os.getpid()}.o"
+        shutil.copy2(Path(tmp) / "probe.o", tmp_obj)
+        os.replace(tmp_obj, obj)
+    return obj
+
+
+def _driver_object(driver_c: str) -> Path:
+    key = sha256("driver-gpu", driver_c, gcc_version(), str(cuda_home()))
+    d = cache_dir() / key[:2]
+    obj = d / f"{key}.o"
+    if obj.exists():
+        return obj
+    d.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="cudaperf-drv-") as tmp:
+        c = Path(tmp) / "driver.c"
+        c.write_text(driver_c)
+        cmd = ["gcc", "-O2", "-std=gnu11", "-DCUDAPERF_GPU", "-c", str(c), "-o", str(Path(tmp) / "d.o"),
+               "-I", str(NATIVE_DIR), "-I", str(cuda_home() / "include")]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise ToolchainError(f"the generated driver does not compile (a harness bug):\n{trim_log(p.stderr)}")
+        tmp_obj = d / f".{key}.{os.getpid()}.o"
+        shutil.copy2(Path(tmp) / "d.o", tmp_obj)
+        os.replace(tmp_obj, obj)
+    return obj
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Untrusted builds
+
+
+def _nvcc_in_sandbox(args: list[str], workdir: Path) -> tuple[bool, str]:
+    nvcc = nvcc_path()
+    env = scrubbed_env(workdir, {"PATH": f"{Path(nvcc).parent}:/usr/local/bin:/usr/bin:/bin"})
+    run = run_sandboxed([nvcc, *args], workdir, env=env,
+                        limits=SandboxLimits(wall_s=COMPILE_TIMEOUT_S, cpu_s=int(COMPILE_TIMEOUT_S) * 2,
+                                             file_size_bytes=512 << 20))
+    log = run.stderr + run.stdout
+    if run.timed_out:
+        log = f"nvcc did not finish within {COMPILE_TIMEOUT_S:.0f} s\n" + log
+    return run.ok, log
+
+
+def build_c_function_candidate(code: str, driver_c: str, function_name: str, *, arch: str | None = None,
+                               flags: tuple[str, ...] = DEFAULT_NVCC_FLAGS) -> BuildOutcome:
+    """Compile a ``c_function`` candidate, check its symbols, and link it with the driver and the probe."""
+    arch = arch or default_arch()
+    toolchain = f"{nvcc_version()}; {gcc_version()}"
+    all_flags = (f"-arch={arch}", *flags)
+    key = sha256("cfunc", code, driver_c, " ".join(all_flags), toolchain, str(cupti_paths()),
+                 (NATIVE_DIR / "probe.c").read_text())
+    t0 = time.monotonic()
+    hit = _lookup(key)
+    if hit is not None:
+        exe, meta = hit
+        info = CompileInfo(ok=exe is not None, compiler="nvcc", flags=all_flags, arch=arch, toolchain=toolchain,
+                           log=meta.get("log", ""), cached=True, seconds=time.monotonic() - t0)
+        return BuildOutcome(exe=exe, info=info, stage=meta["stage"], reasons=tuple(meta.get("reasons", ())))
+    driver_o = _driver_object(driver_c)
+    probe_o = _probe_object(arch)
+    with Workdir(prefix="cudaperf-build-") as w:
+        (w / "candidate.cu").write_text(code)
+        share_file(w / "candidate.cu")
+        ok, log = _nvcc_in_sandbox([*all_flags, "-c", "candidate.cu", "-o", "candidate.o"], w)
+        stage, reasons = "ok", ()
+        if not ok:
+            stage = "compile"
+        else:
+            nm = subprocess.run(["nm", "-g", "--defined-only", str(w / "candidate.o")], capture_output=True,
+                                text=True)
+            reasons = tuple(check_symbols(nm.stdout, {function_name}))
+            if reasons:
+                stage = "symbols"
+            else:
+                for obj in (driver_o, probe_o):
+                    shutil.copy2(obj, w / obj.name)
+                    share_file(w / obj.name)
+                link = [f"-arch={arch}", "candidate.o", driver_o.name, probe_o.name, "-o", "candidate", "-lm"]
+                paths = cupti_paths()
+                if paths:
+                    link += [f"-L{paths[1]}", "-lcupti", f"-Xlinker=-rpath={paths[1]}"]
+                ok, link_log = _nvcc_in_sandbox(link, w)
+                log += link_log
+                if not ok:
+                    stage = "link"
+        trimmed = trim_log(log)
+        _store(key, w / "candidate" if stage == "ok" else None, {"stage": stage, "log": trimmed,
+                                                                "reasons": list(reasons)})
+    hit = _lookup(key)
+    exe = hit[0] if hit else None
+    info = CompileInfo(ok=stage == "ok", compiler="nvcc", flags=all_flags, arch=arch, toolchain=toolchain,
+                       log=trimmed, cached=False, seconds=time.monotonic() - t0)
+    return BuildOutcome(exe=exe, info=info, stage=stage, reasons=reasons)
+
+
+def build_cuda_program(code: str, *, arch: str | None = None, flags: tuple[str, ...] = DEFAULT_NVCC_FLAGS,
+                       with_probe: bool = False, tag: str = "program") -> BuildOutcome:
+    """Compile a whole CUDA program (``c_program`` candidates, ``cuda_kernel`` test programs) in the sandbox."""
+    arch = arch or default_arch()
+    toolchain = f"{nvcc_version()}; {gcc_version()}"
+    all_flags = (f"-arch={arch}", *flags)
+    key = sha256(tag, code, " ".join(all_flags), toolchain)
+    t0 = time.monotonic()
+    hit = _lookup(key)
+    if hit is not None:
+        exe, meta = hit
+        info = CompileInfo(ok=exe is not None, compiler="nvcc", flags=all_flags, arch=arch, toolchain=toolchain,
+                           log=meta.get("log", ""), cached=True, seconds=time.monotonic() - t0)
+        return BuildOutcome(exe=exe, info=info, stage=meta["stage"])
+    with Workdir(prefix="cudaperf-build-") as w:
+        (w / "program.cu").write_text(code)
+        share_file(w / "program.cu")
+        ok, log = _nvcc_in_sandbox([*all_flags, "program.cu", "-o", "program", "-lm"], w)
+        stage = "ok" if ok else "compile"
+        trimmed = trim_log(log)
+        _store(key, w / "program" if ok else None, {"stage": stage, "log": trimmed})
+    hit = _lookup(key)
+    info = CompileInfo(ok=stage == "ok", compiler="nvcc", flags=all_flags, arch=arch, toolchain=toolchain,
+                       log=trimmed, cached=False, seconds=time.monotonic() - t0)
+    return BuildOutcome(exe=hit[0] if hit else None, info=info, stage=stage)
+
+
+def build_c_program(source: str, *, tag: str = "cprog") -> Path:
+    """Trusted gcc build of a whole C program (a ``c_program`` reference or input generator)."""
+    key = sha256(tag, source, " ".join(REFERENCE_FLAGS), gcc_version())
+    hit = _lookup(key)
+    if hit and hit[0]:
+        return hit[0]
+    with tempfile.TemporaryDirectory(prefix="cudaperf-cprog-") as tmp:
+        t = Path(tmp)
+        (t / "prog.c").write_text(source)
+        p = subprocess.run(["gcc", *REFERENCE_FLAGS, "-o", str(t / "prog"), str(t / "prog.c"), "-lm"],
+                           capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+        if p.returncode != 0:
+            raise ToolchainError(f"a trusted C program of the task does not build:\n{trim_log(p.stderr)}")
+        _store(key, t / "prog", {"stage": "ok"})
+    return _lookup(key)[0]  # type: ignore[index,return-value]
+
+
+@lru_cache(maxsize=1)
+def injection_library() -> Path | None:
+    """The CUPTI injection library for whole programs (``CUDA_INJECTION64_PATH``), or None without CUPTI."""
+    paths = cupti_paths()
+    if paths is None:
+        return None
+    srcs = [(NATIVE_DIR / n).read_text() for n in ("probe.c", "inject.c", "probe.h")]
+    key = sha256("inject", *srcs, str(paths), gcc_version())
+    d = cache_dir() / key[:2]
+    lib = d / f"{key}.so"
+    if lib.exists():
+        return lib
+    d.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="cudaperf-inject-") as tmp:
+        out = Path(tmp) / "libinject.so"
+        cmd = ["gcc", "-shared", "-fPIC", "-O2", "-I", str(NATIVE_DIR), "-I", str(paths[0]),
+               "-I", str(cuda_home() / "include"), str(NATIVE_DIR / "probe.c"), str(NATIVE_DIR / "inject.c"),
+               f"-L{paths[1]}", "-lcupti", f"-Wl,-rpath,{paths[1]}", "-o", str(out)]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise ToolchainError(f"cannot build the CUPTI injection library:\n{trim_log(p.stderr)}")
+        tmp_lib = d / f".{key}.{os.getpid()}.so"
+        shutil.copy2(out, tmp_lib)
+        os.chmod(tmp_lib, 0o755)
+        os.replace(tmp_lib, lib)
+    return lib

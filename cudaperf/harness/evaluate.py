@@ -1,0 +1,235 @@
+"""``evaluate(task, completion) -> EvaluationResult``: one candidate, end to end, never raising for its faults.
+
+Pipeline: extract code -> static checks -> compile (cached, sandboxed) -> hidden tests -> GPU-work evidence ->
+timing against the sequential baseline. Candidate failures are results (``status="scored"``); harness failures
+(toolchain missing, reference broken, no GPU, probe unavailable) are ``status="unscored"``; programming errors in
+the harness itself propagate.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import time
+from dataclasses import dataclass, replace
+
+from cudaperf.harness.compile import (
+    REFERENCE_FLAGS,
+    BuildOutcome,
+    ToolchainError,
+    build_c_function_candidate,
+    default_arch,
+)
+from cudaperf.harness.environment import describe_toolchain, gpu_count, gpu_inventory, host_name
+from cudaperf.harness.extract import extract_code
+from cudaperf.harness.result import (
+    CompileInfo,
+    Environment,
+    EvaluationResult,
+    Failure,
+    FailureKind,
+    Stage,
+)
+from cudaperf.harness.run_c_function import HarnessError, PreparedCFunction, prepare_c_function, run_c_function
+from cudaperf.harness.sandbox import sandbox_level
+from cudaperf.harness.settings import HarnessSettings
+from cudaperf.harness.static_checks import check_source
+from cudaperf.tasks.inputs import fresh_seed
+from cudaperf.tasks.schema import CFunctionTask, CProgramTask, CudaKernelTask, Task
+
+
+
+def prepare_task(task: Task, settings: HarnessSettings, seed: int | None = None):
+    """Hidden inputs, expected outputs and the timed baseline for one task (None for kinds that need none)."""
+    seed = fresh_seed() if seed is None else seed
+    if isinstance(task, CFunctionTask):
+        return prepare_c_function(task, settings, seed, time_baseline=settings.time_candidates)
+    if isinstance(task, CProgramTask):
+        from cudaperf.harness.run_c_program import prepare_c_program
+
+        return prepare_c_program(task, settings, seed, time_baseline=settings.time_candidates)
+    return None
+
+
+def environment(settings: HarnessSettings, gpu_index: int | None = None) -> Environment:
+    inv = gpu_inventory()
+    gpu = next((g for g in inv if gpu_index is None or g[0] == gpu_index), None)
+    nv, gc = describe_toolchain()
+    return Environment(
+        gpu=gpu[1] if gpu else "none visible",
+        driver=gpu[2] if gpu else "none",
+        cuda=nv,
+        gcc=gc,
+        arch=settings.arch or default_arch(),
+        nvcc_flags=tuple(settings.nvcc_flags),
+        reference_flags=REFERENCE_FLAGS,
+        sandbox_level=sandbox_level(),
+        seeds_policy=settings.seeds_policy,
+        timing_method=settings.timing_method,
+        host=host_name(),
+    )
+
+
+def code_sha256(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A candidate after extraction and static checks: either code to build, or the result that ends it."""
+
+    code: str | None
+    result: EvaluationResult | None
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _base(task: Task, candidate_id: str, code: str | None, settings: HarnessSettings,
+          gpu_index: int | None) -> EvaluationResult:
+    return EvaluationResult(
+        task_id=task.id, task_kind=task.kind, candidate_id=candidate_id,
+        code_sha256=code_sha256(code) if code is not None else None,
+        status="scored", stage=Stage.NONE, correct=False, environment=environment(settings, gpu_index),
+        created_at=_now(),
+    )
+
+
+def check_candidate(task: Task, completion: str, candidate_id: str, settings: HarnessSettings,
+                    gpu_index: int | None = None) -> Checked:
+    """Extraction and static checks (no compiler, no GPU)."""
+    ext = extract_code(completion)
+    if ext.code is None:
+        res = _base(task, candidate_id, None, settings, gpu_index)
+        return Checked(None, replace(res, failure=Failure(
+            FailureKind.NO_CODE, "no code found: expected <OUTPUT_CUDA>...</OUTPUT_CUDA> or a fenced code block")))
+    kernel = task.kernel_name if isinstance(task, CudaKernelTask) else None
+    chk = check_source(ext.code, kind=task.kind, kernel_name=kernel)
+    if not chk.ok:
+        res = _base(task, candidate_id, ext.code, settings, gpu_index)
+        return Checked(ext.code, replace(res, stage=Stage.EXTRACTED, static_check_reasons=chk.reasons,
+                                         failure=Failure(FailureKind.STATIC_CHECK, "; ".join(chk.reasons))))
+    return Checked(ext.code, None)
+
+
+def build_candidate(task: Task, code: str, settings: HarnessSettings) -> BuildOutcome:
+    """Compile (cached). Raises ToolchainError for harness faults."""
+    if isinstance(task, CFunctionTask):
+        from cudaperf.harness.driver import driver_source
+
+        return build_c_function_candidate(code, driver_source(task), task.function_name, arch=settings.arch,
+                                          flags=settings.nvcc_flags)
+    if isinstance(task, CudaKernelTask):
+        from cudaperf.harness.run_cuda_kernel import build_kernel_candidate
+
+        return build_kernel_candidate(task, code, settings)
+    if isinstance(task, CProgramTask):
+        from cudaperf.harness.run_c_program import build_program_candidate
+
+        return build_program_candidate(code, settings)
+    raise TypeError(f"unknown task type {type(task).__name__}")
+
+
+def compile_failure(build: BuildOutcome, task: Task) -> Failure:
+    if build.stage == "symbols":
+        return Failure(FailureKind.STATIC_CHECK, "; ".join(build.reasons))
+    if build.stage == "link":
+        hint = ""
+        if isinstance(task, CFunctionTask) and f"undefined reference to `{task.function_name}'" in build.info.log:
+            hint = (f"the function {task.function_name} with C linkage is missing: define it as "
+                    f"extern \"C\" {task.signature}; ")
+        return Failure(FailureKind.LINK_ERROR, hint + build.info.log)
+    return Failure(FailureKind.COMPILE_ERROR, build.info.log or "nvcc failed")
+
+
+def unscored(res: EvaluationResult, message: str) -> EvaluationResult:
+    return replace(res, status="unscored", failure=Failure(FailureKind.HARNESS, message, "harness"))
+
+
+def evaluate(
+    task: Task,
+    completion: str,
+    *,
+    settings: HarnessSettings | None = None,
+    candidate_id: str = "candidate",
+    prepared=None,
+    build: BuildOutcome | None = None,
+    gpu_index: int | None = None,
+) -> EvaluationResult:
+    """Evaluate one completion (or a bare ``.cu`` source) on ``task``.
+
+    ``prepared`` (hidden inputs, expected outputs, baseline timing) is made fresh when not given; a batch passes
+    one per task so the baseline is timed once per run. ``build`` lets a batch compile on a CPU pool first.
+    """
+    settings = settings or HarnessSettings()
+    t_start = time.monotonic()
+    checked = check_candidate(task, completion, candidate_id, settings, gpu_index)
+    if checked.result is not None:
+        return checked.result
+    code = checked.code
+    assert code is not None
+    res = replace(_base(task, candidate_id, code, settings, gpu_index), stage=Stage.CHECKED)
+    durations: dict[str, float] = {}
+    try:
+        if build is None:
+            build = build_candidate(task, code, settings)
+        durations["compile_s"] = build.info.seconds
+        res = replace(res, compile=build.info)
+        if build.stage != "ok":
+            if build.stage == "symbols":
+                res = replace(res, static_check_reasons=build.reasons)
+            return replace(res, failure=compile_failure(build, task), durations_s=durations)
+        res = replace(res, stage=Stage.COMPILED)
+        if gpu_count() == 0 and not _forced_gpu():
+            return replace(unscored(res, "no NVIDIA GPU is visible (nvidia-smi lists none): the candidate compiled, "
+                                         "but cannot be run here"), durations_s=durations)
+        if isinstance(task, CFunctionTask):
+            t0 = time.monotonic()
+            if prepared is None:
+                prepared = prepare_task(task, settings)
+            durations["prepare_s"] = time.monotonic() - t0
+            out = run_c_function(prepared, build, settings, gpu_index)
+            durations["run_s"] = out.run_s
+            res = replace(res, stage=out.stage, correct=out.correct, failure=out.failure, tests=out.tests,
+                          pass_fraction=out.pass_fraction, candidate_timing=out.candidate_timing,
+                          gpu_evidence=out.gpu_evidence, seeds=(prepared.seed,))
+            if out.failure is not None and out.failure.attributed_to == "harness":
+                res = replace(res, status="unscored")
+            if out.candidate_timing is not None and prepared.baseline_timing is not None:
+                speedup = prepared.baseline_timing.median_ms / max(out.candidate_timing.median_ms, 1e-6)
+                flag = None
+                if speedup > settings.plausible_speedup:
+                    flag = (f"speedup {speedup:.0f}x exceeds the plausibility bound "
+                            f"{settings.plausible_speedup:.0f}x: audit before trusting")
+                res = replace(res, baseline_timing=prepared.baseline_timing, speedup=speedup, speedup_flag=flag)
+        elif isinstance(task, CudaKernelTask):
+            from cudaperf.harness.run_cuda_kernel import run_kernel_candidate
+
+            res = run_kernel_candidate(task, build, res, settings, gpu_index)
+        elif isinstance(task, CProgramTask):
+            from cudaperf.harness.run_c_program import run_program_candidate
+
+            res = run_program_candidate(task, build, res, settings, gpu_index, prepared)
+    except (HarnessError, ToolchainError, OSError) as exc:
+        res = unscored(res, f"{type(exc).__name__}: {exc}")
+    durations["total_s"] = time.monotonic() - t_start
+    return replace(res, durations_s={**res.durations_s, **durations})
+
+
+def _forced_gpu() -> bool:
+    import os
+
+    return os.environ.get("CUDAPERF_ASSUME_GPU") == "1"
+
+
+def verdict_line(res: EvaluationResult) -> str:
+    """One human line: what happened to the candidate."""
+    if res.status == "unscored":
+        return f"UNSCORED ({res.failure.message if res.failure else 'harness error'})"
+    if res.correct and res.speedup is not None:
+        return f"CORRECT, {res.speedup:.2f}x vs sequential C ({res.stage.value})"
+    if res.correct:
+        return f"CORRECT ({res.stage.value})"
+    f = res.failure
+    return f"FAILED at {res.stage.value}: {f.kind.value if f else '?'}"

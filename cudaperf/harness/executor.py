@@ -1,0 +1,196 @@
+"""Batch evaluation over all visible GPUs.
+
+Phase 1 checks and compiles every candidate on a CPU pool (nvcc runs in the sandbox, in parallel). Phase 2 runs
+one worker per GPU; a worker takes one task at a time, prepares it once (hidden inputs, reference outputs, the
+sequential baseline timed once for the run) and evaluates that task's candidates on its GPU, one at a time, so
+timing never shares a GPU. Every candidate run is a fresh sandboxed process pinned with CUDA_VISIBLE_DEVICES:
+a CUDA error, a hang or a crash ends that process only, so the worker needs no respawn and nothing leaks into
+the next evaluation. Results are appended to a :class:`ResultStore` as they complete; a rerun resumes.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+from cudaperf.harness.compile import BuildOutcome, ToolchainError
+from cudaperf.harness.environment import gpu_count
+from cudaperf.harness.evaluate import (
+    build_candidate,
+    check_candidate,
+    compile_failure,
+    evaluate,
+    prepare_task,
+    unscored,
+    _base,
+)
+from cudaperf.harness.result import EvaluationResult, Stage
+from cudaperf.harness.run_c_function import HarnessError
+from cudaperf.harness.settings import HarnessSettings
+from cudaperf.harness.store import ResultStore
+from cudaperf.tasks.schema import Task
+
+
+@dataclass(frozen=True)
+class Job:
+    """One candidate for one task: a model completion or a bare CUDA source."""
+
+    task_id: str
+    candidate_id: str
+    completion: str
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    n_jobs: int
+    n_skipped: int
+    """Already in the store (scored): not redone."""
+    n_compiled: int
+    """Candidates that went through nvcc in this run (cache hits included)."""
+    compile_wall_s: float
+    run_wall_s: float
+    n_run: int
+    """Candidates that reached a GPU run."""
+    gpus: tuple[int, ...]
+    results: tuple[EvaluationResult, ...] = field(repr=False, default=())
+
+    @property
+    def compile_per_min(self) -> float:
+        return 60 * self.n_compiled / self.compile_wall_s if self.compile_wall_s > 0 else 0.0
+
+    @property
+    def run_per_min(self) -> float:
+        return 60 * self.n_run / self.run_wall_s if self.run_wall_s > 0 else 0.0
+
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+def run_batch(
+    tasks: Sequence[Task],
+    jobs: Sequence[Job],
+    store: ResultStore | str | Path,
+    *,
+    settings: HarnessSettings | None = None,
+    gpus: Sequence[int] | None = None,
+    compile_workers: int | None = None,
+    progress: ProgressFn | None = None,
+) -> BatchSummary:
+    """Evaluate ``jobs``; append each result to ``store`` as it completes; skip jobs already scored there."""
+    settings = settings or HarnessSettings()
+    store = store if isinstance(store, ResultStore) else ResultStore(store)
+    by_id = {t.id: t for t in tasks}
+    missing = sorted({j.task_id for j in jobs} - set(by_id))
+    if missing:
+        raise ValueError(f"jobs name unknown tasks: {missing[:5]}")
+    keys = [(j.task_id, j.candidate_id) for j in jobs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("two jobs share a (task_id, candidate_id) key")
+    done = store.done_keys()
+    todo = [j for j in jobs if (j.task_id, j.candidate_id) not in done]
+    gpus = tuple(range(gpu_count())) if gpus is None else tuple(gpus)
+    results: list[EvaluationResult] = []
+    lock = threading.Lock()
+
+    def emit(r: EvaluationResult) -> None:
+        store.append(r)
+        with lock:
+            results.append(r)
+
+    # Phase 1: static checks and compilation on the CPU pool.
+    t0 = time.monotonic()
+    builds: dict[tuple[str, str], tuple[str, BuildOutcome]] = {}
+    workers = compile_workers or max(1, os.cpu_count() or 1)
+
+    def compile_one(job: Job):
+        task = by_id[job.task_id]
+        checked = check_candidate(task, job.completion, job.candidate_id, settings)
+        if checked.result is not None:
+            return job, checked.result, None
+        try:
+            return job, None, (checked.code, build_candidate(task, checked.code, settings))
+        except ToolchainError as exc:
+            base = replace(_base(task, job.candidate_id, checked.code, settings, None), stage=Stage.CHECKED)
+            return job, unscored(base, f"ToolchainError: {exc}"), None
+
+    n_compiled = 0
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(compile_one, j) for j in todo]
+        for i, fut in enumerate(as_completed(futures), 1):
+            job, final, built = fut.result()
+            if final is not None:
+                emit(final)
+            else:
+                n_compiled += 1
+                code, build = built
+                if build.stage != "ok":
+                    task = by_id[job.task_id]
+                    base = replace(_base(task, job.candidate_id, code, settings, None), stage=Stage.CHECKED,
+                                   compile=build.info, static_check_reasons=build.reasons)
+                    emit(replace(base, failure=compile_failure(build, task),
+                                 durations_s={"compile_s": build.info.seconds}))
+                else:
+                    builds[(job.task_id, job.candidate_id)] = (code, build)
+            if progress:
+                progress("compile", i, len(todo))
+    compile_wall = time.monotonic() - t0
+
+    # Phase 2: one worker per GPU, one task at a time.
+    t1 = time.monotonic()
+    per_task: dict[str, list[Job]] = defaultdict(list)
+    for j in todo:
+        if (j.task_id, j.candidate_id) in builds:
+            per_task[j.task_id].append(j)
+    work: queue.Queue[str] = queue.Queue()
+    for tid in per_task:
+        work.put(tid)
+    n_total = sum(len(v) for v in per_task.values())
+    counter = [0]
+
+    def run_task(task: Task, task_jobs: list[Job], gpu: int | None) -> None:
+        prepared = None
+        prep_error = None
+        if gpu is not None:
+            try:
+                prepared = prepare_task(task, settings)
+            except (HarnessError, ToolchainError, OSError) as exc:
+                prep_error = f"{type(exc).__name__}: {exc}"
+        for job in task_jobs:
+            code, build = builds[(job.task_id, job.candidate_id)]
+            if prep_error is not None:
+                base = replace(_base(task, job.candidate_id, code, settings, gpu), stage=Stage.COMPILED,
+                               compile=build.info)
+                emit(unscored(base, prep_error))
+            else:
+                emit(evaluate(task, job.completion, settings=settings, candidate_id=job.candidate_id,
+                              prepared=prepared, build=build, gpu_index=gpu))
+            with lock:
+                counter[0] += 1
+                n = counter[0]
+            if progress:
+                progress("run", n, n_total)
+
+    def worker(gpu: int | None) -> None:
+        while True:
+            try:
+                tid = work.get_nowait()
+            except queue.Empty:
+                return
+            run_task(by_id[tid], per_task[tid], gpu)
+
+    threads = [threading.Thread(target=worker, args=(g,), daemon=True) for g in (gpus or (None,))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    run_wall = time.monotonic() - t1
+    return BatchSummary(n_jobs=len(jobs), n_skipped=len(jobs) - len(todo), n_compiled=n_compiled,
+                        compile_wall_s=compile_wall, run_wall_s=run_wall, n_run=n_total, gpus=gpus,
+                        results=tuple(results))

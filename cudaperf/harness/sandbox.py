@@ -1,0 +1,276 @@
+"""Run one untrusted program (a candidate's build, or nvcc on a candidate's source) in a sandbox.
+
+Threat model
+------------
+The candidate is code written by a model that is rewarded for looking fast and correct. It may be buggy, hostile
+or both. Each run gets:
+
+Covered
+  * a fresh process in its own session, started by ``unshare`` in new PID, mount and network namespaces (with
+    its own /proc) when the OS allows: no network, and when the run ends (or its wall-clock deadline passes) every process it started dies
+    with it, including ones that called ``setsid`` or double-forked;
+  * a hard wall-clock timeout; on expiry the whole process group (and PID namespace) is killed with SIGKILL;
+  * when the harness runs as root: the program runs as ``nobody`` (via ``setpriv``), so it cannot write anywhere
+    outside its private working directory and /tmp-like world-writable places, cannot read the harness's files
+    mode 0700 (the expected outputs never exist as files in the first place), and ``RLIMIT_NPROC`` applies;
+  * rlimits: CPU seconds, file size (an output flood dies with SIGXFSZ), process count, core dumps off;
+  * a scrubbed environment: only PATH, HOME/TMPDIR (the private directory), LANG, the CUDA device selection and
+    the loader path the CUDA driver needs;
+  * stdout and stderr go to files in the private directory and only a trimmed prefix is read back.
+
+Not covered
+  * GPU memory and GPU time of other processes on the same GPU: the executor never runs two candidates on one
+    GPU at once; a GPU fault is sticky only for the faulting process, which is then gone;
+  * side channels, kernel exploits, and reading world-readable files on the host (the candidate can read what
+    ``nobody`` can read);
+  * if ``unshare`` is not permitted (an unprivileged container), runs fall back to a plain new session: processes
+    that escape the process group by ``setsid`` are then not killed, and the network is not cut. The level in
+    force is recorded in every result (``sandbox_level``).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Mapping, Sequence
+
+NOBODY_UID = 65534
+NOBODY_GID = 65534
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits for one run. Defaults fit a candidate test or timing run."""
+
+    wall_s: float = 60.0
+    cpu_s: int = 120
+    file_size_bytes: int = 1 << 30
+    """Largest file the program may write (outputs of large tests fit; a flood does not)."""
+    max_processes: int = 512
+    """RLIMIT_NPROC for the sandbox user; CUDA's runtime starts a few threads, which count."""
+    capture_bytes: int = 64 * 1024
+    """How much of stdout and of stderr is read back."""
+
+
+@dataclass(frozen=True)
+class SandboxRun:
+    """What happened to one sandboxed program."""
+
+    argv: tuple[str, ...]
+    returncode: int | None
+    """Exit status; negative for a signal (as subprocess reports it); None when killed on timeout."""
+    timed_out: bool
+    wall_s: float
+    stdout: str
+    stderr: str
+    stdout_truncated: bool
+    stderr_truncated: bool
+    level: str
+
+    @property
+    def ok(self) -> bool:
+        return not self.timed_out and self.returncode == 0
+
+    @property
+    def signal_name(self) -> str | None:
+        if self.returncode is not None and self.returncode < 0:
+            try:
+                return signal.Signals(-self.returncode).name
+            except ValueError:
+                return f"signal {-self.returncode}"
+        return None
+
+    def describe(self) -> str:
+        if self.timed_out:
+            return f"killed after the {self.wall_s:.1f} s wall-clock limit"
+        if self.signal_name:
+            return f"killed by {self.signal_name}"
+        return f"exit code {self.returncode}"
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+@lru_cache(maxsize=1)
+def sandbox_level() -> str:
+    """The strongest isolation this machine allows, probed once: ``namespaces+nobody``, ``namespaces``,
+    ``session``."""
+    unshare = shutil.which("unshare")
+    setpriv = shutil.which("setpriv")
+    if unshare:
+        base = [unshare, "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
+        if _is_root() and setpriv:
+            probe = base + [setpriv, f"--reuid={NOBODY_UID}", f"--regid={NOBODY_GID}", "--clear-groups", "true"]
+            if subprocess.run(probe, capture_output=True, timeout=20).returncode == 0:
+                return "namespaces+nobody"
+        if _is_root():
+            if subprocess.run(base + ["true"], capture_output=True, timeout=20).returncode == 0:
+                return "namespaces"
+        else:
+            user = [unshare, "--user", "--map-root-user", "--net", "--pid", "--fork", "--mount-proc", "--kill-child", "true"]
+            if subprocess.run(user, capture_output=True, timeout=20).returncode == 0:
+                return "user-namespaces"
+    return "session"
+
+
+def _wrap(argv: Sequence[str], level: str) -> list[str]:
+    if level == "session":
+        return list(argv)
+    if level == "user-namespaces":
+        return ["unshare", "--user", "--map-root-user", "--net", "--pid", "--fork", "--mount-proc", "--kill-child", "--",
+                *_INIT, *argv]
+    # --mount-proc: the CUDA driver fails to initialise (cudaErrorOperatingSystem) in a PID namespace whose
+    # /proc is the host's (seen on the H200 machine).
+    cmd = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child", "--"]
+    if level == "namespaces+nobody":
+        cmd += ["setpriv", f"--reuid={NOBODY_UID}", f"--regid={NOBODY_GID}", "--clear-groups", "--"]
+    return cmd + _INIT + list(argv)
+
+
+# PID 1 of a namespace ignores signals it has no handler for (a candidate that is PID 1 would survive its own
+# SIGSEGV from kill, say). A shell as PID 1 runs the program as its child and passes on its status (128+N for
+# a signal); "; exit $?" keeps the shell from exec'ing the program in its place.
+_INIT = ["/bin/sh", "-c", '"$@"; exit $?', "cudaperf-init"]
+
+
+def make_workdir(prefix: str = "cudaperf-") -> Path:
+    """A private directory the sandboxed program may write to (owned by ``nobody`` when we run as root)."""
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    if sandbox_level() == "namespaces+nobody":
+        os.chown(d, NOBODY_UID, NOBODY_GID)
+    os.chmod(d, 0o700)
+    return d
+
+
+def share_file(path: Path) -> None:
+    """Make a harness-written file readable by the sandbox user."""
+    if sandbox_level() == "namespaces+nobody":
+        os.chown(path, NOBODY_UID, NOBODY_GID)
+
+
+def scrubbed_env(workdir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(workdir),
+        "TMPDIR": str(workdir),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+    }
+    for key in ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_HOME"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _read_prefix(path: Path, limit: int) -> tuple[str, bool]:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except FileNotFoundError:
+        return "", False
+    return data[:limit].decode("utf-8", errors="replace"), len(data) > limit
+
+
+def run_sandboxed(
+    argv: Sequence[str],
+    workdir: Path,
+    *,
+    limits: SandboxLimits = SandboxLimits(),
+    env: Mapping[str, str] | None = None,
+    stdin_path: Path | None = None,
+    level: str | None = None,
+) -> SandboxRun:
+    """Run ``argv`` in ``workdir`` under the sandbox; never raises for anything the program does.
+
+    Raises ``FileNotFoundError`` only when the sandbox tooling itself is missing (a harness fault).
+    """
+    level = level or sandbox_level()
+    env = dict(env) if env is not None else scrubbed_env(workdir)
+    out_path = workdir / ".stdout"
+    err_path = workdir / ".stderr"
+
+    def limit_child() -> None:  # runs in the child between fork and exec
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_bytes, limits.file_size_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
+
+    start = time.monotonic()
+    with open(out_path, "wb") as out_fh, open(err_path, "wb") as err_fh:
+        stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
+        try:
+            proc = subprocess.Popen(
+                _wrap(argv, level),
+                cwd=workdir,
+                env=env,
+                stdin=stdin,
+                stdout=out_fh,
+                stderr=err_fh,
+                start_new_session=True,
+                preexec_fn=limit_child,
+                close_fds=True,
+            )
+        finally:
+            if stdin_path:
+                stdin.close()  # type: ignore[union-attr]
+        timed_out = False
+        try:
+            rc: int | None = proc.wait(timeout=limits.wall_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            rc = None
+        finally:
+            # Kill whatever is left in the group (also after a normal exit: stray children).
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if timed_out:
+                proc.wait()
+    wall = time.monotonic() - start
+    if level == "session" and rc is not None and rc < 0:
+        pass
+    stdout, out_trunc = _read_prefix(out_path, limits.capture_bytes)
+    stderr, err_trunc = _read_prefix(err_path, limits.capture_bytes)
+    # unshare reports a child killed by signal N as exit status 128+N; map it back to -N like subprocess does.
+    if level != "session" and rc is not None and rc > 128 and rc - 128 in {s.value for s in signal.Signals}:
+        rc = -(rc - 128)
+    return SandboxRun(
+        argv=tuple(argv),
+        returncode=rc,
+        timed_out=timed_out,
+        wall_s=wall,
+        stdout=stdout,
+        stderr=stderr,
+        stdout_truncated=out_trunc,
+        stderr_truncated=err_trunc,
+        level=level,
+    )
+
+
+@dataclass
+class Workdir:
+    """A private working directory removed on exit (``keep=True`` leaves it for debugging)."""
+
+    prefix: str = "cudaperf-"
+    keep: bool = False
+    path: Path = field(init=False)
+
+    def __enter__(self) -> Path:
+        self.path = make_workdir(self.prefix)
+        return self.path
+
+    def __exit__(self, *exc) -> None:
+        if not self.keep:
+            shutil.rmtree(self.path, ignore_errors=True)

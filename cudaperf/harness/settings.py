@@ -1,0 +1,57 @@
+"""Harness settings. Every default is documented here, next to where it is defined."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cudaperf.harness.compile import DEFAULT_NVCC_FLAGS
+
+
+@dataclass(frozen=True)
+class HarnessSettings:
+    n_tests: int = 6
+    """Hidden tests per evaluation (>= 5), cycling over the task's test size configurations (>= 2)."""
+    timing_sets: int = 3
+    """Distinct input sets at the timing size; timed calls rotate over them and their outputs are re-checked."""
+    min_reps: int = 5
+    """Timed calls at least (the paper's 5 runs)."""
+    max_reps: int = 100
+    """Timed calls at most."""
+    budget_ms: float = 2000.0
+    """Stop adding timed calls past this much timing (once ``min_reps`` are done)."""
+    cv_target: float = 0.02
+    """Stop adding timed calls once the coefficient of variation is below this."""
+    warmup: int = 2
+    """Untimed calls before timing (context, module load, caches)."""
+    reference_warmup: int = 1
+    test_timeout_s: float = 60.0
+    """Wall-clock limit for the candidate's test run (all hidden tests)."""
+    timing_timeout_s: float = 180.0
+    reference_timeout_s: float = 900.0
+    plausible_speedup: float = 10_000.0
+    """Speedups above this are kept but flagged for audit (a timing hack or a broken baseline)."""
+    require_gpu_evidence: bool = True
+    """Without a working profiler probe, results are unscored rather than trusted blindly."""
+    time_candidates: bool = True
+    arch: str | None = None
+    """``sm_XY``; None: the visible GPU's, or sm_90 without one."""
+    nvcc_flags: tuple[str, ...] = DEFAULT_NVCC_FLAGS
+
+    def __post_init__(self) -> None:
+        if self.n_tests < 5:
+            raise ValueError("n_tests must be >= 5 (hidden tests per evaluation)")
+        if self.min_reps < 1 or self.max_reps < self.min_reps:
+            raise ValueError("need 1 <= min_reps <= max_reps")
+        if self.timing_sets < 1:
+            raise ValueError("timing_sets must be >= 1")
+
+    @property
+    def seeds_policy(self) -> str:
+        return (f"fresh 63-bit seed from os.urandom per task preparation; {self.n_tests} hidden tests and "
+                f"{self.timing_sets} timing input sets drawn from it")
+
+    @property
+    def timing_method(self) -> str:
+        return (f"host wall clock (CLOCK_MONOTONIC) around the call + cudaDeviceSynchronize, host inputs in, "
+                f"host outputs out; fresh host buffers per call; warm-up {self.warmup}; "
+                f"{self.min_reps}..{self.max_reps} reps until cv < {self.cv_target} or {self.budget_ms:.0f} ms")

@@ -1,0 +1,136 @@
+"""Checks on a candidate's source before anything is compiled. Each rejection carries a reason.
+
+They catch what a sandbox cannot: code that only looks like CUDA (no kernel, or a kernel never launched), macros
+that redefine CUDA keywords (``#define __global__`` turns kernels into host functions; seen from a real small
+model), and host-side escapes (threads, processes, loader tricks, constructors, local includes). A second check,
+after compilation, rejects objects that define unmangled global symbols other than the task's function (they
+could interpose library or harness functions such as the timer); see :func:`check_symbols`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+CUDA_KEYWORDS = {
+    "__global__", "__device__", "__host__", "__shared__", "__constant__", "__managed__", "__restrict__",
+    "__launch_bounds__", "__forceinline__", "__noinline__", "__syncthreads", "__syncwarp", "__threadfence",
+    "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "__CUDACC__", "__CUDA_ARCH__",
+}
+
+FORBIDDEN_CALLS = {
+    "fork": "creates processes", "vfork": "creates processes", "execv": "runs programs", "execve": "runs programs",
+    "execvp": "runs programs", "execl": "runs programs", "execlp": "runs programs", "system": "runs programs",
+    "popen": "runs programs", "pthread_create": "starts host threads", "dlopen": "loads code at run time",
+    "dlsym": "looks up symbols at run time", "ptrace": "traces processes", "syscall": "makes raw system calls",
+    "setenv": "changes the environment", "putenv": "changes the environment", "signal": "installs signal handlers",
+    "sigaction": "installs signal handlers", "alarm": "installs timers", "setitimer": "installs timers",
+    "cudaDeviceReset": "destroys the CUDA context the harness measures in",
+    "cudaProfilerStop": "stops the profiler that gathers evidence",
+}
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"' + r"|'(?:\\.|[^'\\\n])'")
+_KERNEL_DEF = re.compile(
+    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+|inline\s+|__forceinline__\s+)*void\s+"
+    r"(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\("
+)
+_DEFINE = re.compile(r"^\s*#\s*(define|undef)\s+(\w+)", re.M)
+_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]*)[>"]', re.M)
+
+
+def strip_comments_and_strings(src: str) -> str:
+    """Source with comments removed and string/char literals emptied (keeps the line structure)."""
+
+    def blank(m: re.Match[str]) -> str:
+        return re.sub(r"[^\n]", " ", m.group(0))
+
+    # Strings first would break on '//' inside strings; handle both in one left-to-right pass.
+    token = re.compile(_STRING.pattern + r"|" + _COMMENT.pattern, re.S)
+    out = []
+    pos = 0
+    for m in token.finditer(src):
+        out.append(src[pos : m.start()])
+        text = m.group(0)
+        if text.startswith(("//", "/*")):
+            out.append(blank(m))
+        else:
+            out.append(text[0] + " " * (len(text) - 2) + text[-1])
+        pos = m.end()
+    out.append(src[pos:])
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class StaticCheckResult:
+    ok: bool
+    reasons: tuple[str, ...]
+    kernels: tuple[str, ...]
+    launched: tuple[str, ...]
+
+
+def kernel_names(code: str) -> list[str]:
+    return _KERNEL_DEF.findall(strip_comments_and_strings(code))
+
+
+def check_source(code: str, *, kind: str = "c_function", kernel_name: str | None = None) -> StaticCheckResult:
+    """Static checks for a candidate of task kind ``kind``. ``kernel_name`` is the kernel a ``cuda_kernel`` task
+    expects the candidate to define."""
+    text = strip_comments_and_strings(code)
+    reasons: list[str] = []
+    kernels = _KERNEL_DEF.findall(text)
+    if not kernels:
+        reasons.append("no __global__ kernel is defined: the candidate must run its work in a CUDA kernel")
+    launched: list[str] = []
+    if kind == "cuda_kernel":
+        if kernel_name and kernel_name not in kernels:
+            reasons.append(f"the task's kernel {kernel_name!r} is not defined (found: {kernels or 'none'})")
+        launched = [k for k in kernels if k == kernel_name]
+    else:
+        for k in kernels:
+            triple = re.search(rf"\b{re.escape(k)}\s*(?:<[^<>;]*>\s*)?<<<", text)
+            api = re.search(rf"cudaLaunch\w*\s*\([^;]*\b{re.escape(k)}\b", text, re.S)
+            if triple or api:
+                launched.append(k)
+        if kernels and not launched:
+            reasons.append(
+                "no kernel is launched (no `kernel<<<grid, block>>>(...)` or cudaLaunchKernel): work would run "
+                "on the host"
+            )
+    for directive, name in _DEFINE.findall(text):
+        if name in CUDA_KEYWORDS or name.startswith("cuda") or (name.startswith("__") and name not in ("__STDC_LIMIT_MACROS",)):
+            reasons.append(f"#{directive} {name}: redefining CUDA keywords, CUDA API or reserved names is not allowed")
+    for bracket, path in _INCLUDE.findall(code):
+        if bracket == '"' or path.startswith("/") or ".." in path:
+            reasons.append(f"#include {bracket}{path}: only system headers (#include <...>) are allowed")
+    for name, why in FORBIDDEN_CALLS.items():
+        if re.search(rf"(?<![\w.:>])(?:std::)?{name}\s*\(", text):
+            reasons.append(f"calls {name}(): {why}, which candidates may not do")
+    if re.search(r"\bstd::(thread|jthread|async)\b", text):
+        reasons.append("uses std::thread/std::async: host threads are not allowed")
+    if re.search(r"__attribute__\s*\(\(\s*(constructor|destructor)", text):
+        reasons.append("__attribute__((constructor/destructor)): code running outside the call is not allowed")
+    return StaticCheckResult(ok=not reasons, reasons=tuple(dict.fromkeys(reasons)), kernels=tuple(kernels),
+                             launched=tuple(launched))
+
+
+ALLOWED_SYMBOL_PREFIXES = ("_Z", "DW.ref.", "__cudaRegisterLinkedBinary", "__nv_", "__fatbinwrap", "_fini", "_init")
+
+
+def check_symbols(nm_output: str, allowed: set[str]) -> list[str]:
+    """Reasons to reject an object whose ``nm -g --defined-only`` output defines unmangled global symbols outside
+    ``allowed`` (they could replace functions of the C library, the CUDA runtime or the harness's driver)."""
+    bad = []
+    for line in nm_output.splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        sym = parts[2]
+        if sym in allowed or sym.startswith(ALLOWED_SYMBOL_PREFIXES):
+            continue
+        bad.append(sym)
+    return [
+        f"defines the global C symbol {s!r}: only the task's function may have C linkage "
+        "(make helpers static, or C++ functions)"
+        for s in bad
+    ]

@@ -1,0 +1,138 @@
+"""GPU behaviour of the harness on real candidates (run with ``pytest -m gpu`` on a machine with a GPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cudaperf.harness.evaluate import evaluate
+from cudaperf.harness.result import FailureKind, Stage
+from cudaperf.harness.run_c_function import prepare_c_function
+from cudaperf.harness.settings import HarnessSettings
+from cudaperf.tasks import builtin_candidates, find_task, load_builtin_tasks
+
+pytestmark = pytest.mark.gpu
+
+SETTINGS = HarnessSettings(test_timeout_s=30, timing_timeout_s=60, budget_ms=1000)
+
+
+@pytest.fixture(scope="module")
+def saxpy():
+    return find_task(load_builtin_tasks(), "saxpy")
+
+
+@pytest.fixture(scope="module")
+def prepared(saxpy):
+    return prepare_c_function(saxpy, SETTINGS, seed=12345)
+
+
+def _run(task, prepared, source):
+    return evaluate(task, source, settings=SETTINGS, prepared=prepared)
+
+
+def _bundled(task_id: str, label: str) -> str:
+    return next(c for c in builtin_candidates() if c.task_id == task_id and c.label == label).source
+
+
+def test_correct_candidate_is_timed_with_evidence(saxpy, prepared):
+    r = _run(saxpy, prepared, _bundled("saxpy", "fast"))
+    assert r.status == "scored" and r.correct and r.stage == Stage.TIMED, r.failure
+    assert r.pass_fraction == 1.0 and len(r.tests) >= 5
+    assert r.gpu_evidence.kernels_in_tests >= len(r.tests)
+    assert r.gpu_evidence.kernels_in_timed_call >= 1 and r.gpu_evidence.kernel_ms > 0
+    assert r.gpu_evidence.htod_bytes > 0 and r.gpu_evidence.dtoh_bytes > 0
+    assert r.candidate_timing.n >= 5 and r.speedup is not None and r.speedup > 0
+    assert r.environment.gpu != "none visible"
+
+
+def test_wrong_candidate_fails_with_mismatch(saxpy, prepared):
+    r = _run(saxpy, prepared, _bundled("saxpy", "wrong"))
+    assert r.status == "scored" and not r.correct
+    assert r.failure.kind == FailureKind.WRONG_OUTPUT and r.failure.attributed_to == "candidate"
+    bad = [t for t in r.tests if not t.passed]
+    assert bad and bad[0].mismatch is not None and bad[0].mismatch.index >= 0
+    assert r.pass_fraction < 1 and r.speedup is None
+
+
+def test_out_of_bounds_writer_is_a_cuda_error(saxpy, prepared, fixtures_dir):
+    r = _run(saxpy, prepared, (fixtures_dir / "saxpy" / "oob.cu").read_text())
+    assert r.status == "scored" and not r.correct
+    assert r.failure.kind in (FailureKind.CUDA_ERROR, FailureKind.CRASH), r.failure
+
+
+def test_host_only_candidate_gets_no_credit(saxpy, prepared, fixtures_dir):
+    r = _run(saxpy, prepared, (fixtures_dir / "saxpy" / "host_only.cu").read_text())
+    assert r.status == "scored" and not r.correct
+    assert r.failure.kind == FailureKind.NO_GPU_WORK
+    assert r.pass_fraction == 1.0  # the outputs were right; the credit is withheld
+    assert r.speedup is None
+
+
+def test_infinite_kernel_times_out_and_next_evaluation_is_unaffected(saxpy, prepared, fixtures_dir):
+    fast = HarnessSettings(test_timeout_s=5)
+    r = evaluate(saxpy, (fixtures_dir / "saxpy" / "infinite.cu").read_text(), settings=fast, prepared=prepared)
+    assert r.status == "scored" and r.failure.kind == FailureKind.TIMEOUT
+    after = _run(saxpy, prepared, _bundled("saxpy", "fast"))
+    assert after.correct, after.failure
+
+
+def test_caching_across_calls_is_caught(saxpy, prepared, fixtures_dir):
+    r = _run(saxpy, prepared, (fixtures_dir / "saxpy" / "cache_outputs.cu").read_text())
+    assert not r.correct
+    assert r.failure.kind in (FailureKind.WRONG_OUTPUT, FailureKind.TIMING_RECHECK)
+
+
+def test_side_stream_work_is_synchronized_and_counted(saxpy, prepared, fixtures_dir):
+    r = _run(saxpy, prepared, (fixtures_dir / "saxpy" / "side_stream.cu").read_text())
+    assert r.correct and r.stage == Stage.TIMED, r.failure
+
+
+def test_slow_and_fast_speedups_come_out_in_order():
+    tasks = load_builtin_tasks()
+    pairs = 0
+    for task_id in ("saxpy", "matmul", "nbody"):
+        try:
+            task = find_task(tasks, task_id)
+        except Exception:
+            continue
+        prep = prepare_c_function(task, SETTINGS, seed=7)
+        fast = _run(task, prep, _bundled(task_id, "fast"))
+        slow = _run(task, prep, _bundled(task_id, "slow"))
+        assert fast.correct and slow.correct, (fast.failure, slow.failure)
+        assert fast.speedup > slow.speedup, (task_id, fast.speedup, slow.speedup)
+        pairs += 1
+    assert pairs >= 1
+
+
+@pytest.fixture(scope="module")
+def collatz():
+    return find_task(load_builtin_tasks(), "collatz_longest")
+
+
+@pytest.fixture(scope="module")
+def collatz_prepared(collatz):
+    from cudaperf.harness.evaluate import prepare_task
+
+    return prepare_task(collatz, SETTINGS, seed=99)
+
+
+def test_c_program_correct_wrong_and_host_only(collatz, collatz_prepared, fixtures_dir):
+    fast = _run(collatz, collatz_prepared, _bundled("collatz_longest", "fast"))
+    assert fast.correct and fast.stage == Stage.TIMED, fast.failure
+    assert fast.gpu_evidence.kernels_in_tests >= 5 and fast.speedup > 0
+    wrong = _run(collatz, collatz_prepared, _bundled("collatz_longest", "wrong"))
+    assert not wrong.correct and wrong.failure.kind == FailureKind.WRONG_OUTPUT
+    host = _run(collatz, collatz_prepared, (fixtures_dir / "collatz_longest" / "host_only.cu").read_text())
+    assert not host.correct and host.failure.kind == FailureKind.NO_GPU_WORK, host.failure
+    assert host.pass_fraction == 1.0
+
+
+def test_babeltower_reference_kernels_sample():
+    from cudaperf.tasks.babeltower import find_babeltower, load_babeltower
+
+    path = find_babeltower()
+    if path is None:
+        pytest.skip("BabelTower data not present")
+    tasks = load_babeltower(path)[::25]
+    for t in tasks:
+        r = evaluate(t, t.reference_kernel, settings=SETTINGS)
+        assert r.status == "scored" and r.correct, (t.id, r.failure)

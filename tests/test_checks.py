@@ -1,0 +1,92 @@
+"""Extraction from completions and the static checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from cudaperf.harness.extract import extract_code
+from cudaperf.harness.static_checks import check_source, check_symbols, strip_comments_and_strings
+from cudaperf.tasks import builtin_candidates
+
+KERNEL = "__global__ void k(float* y) { y[threadIdx.x] = 1; }\nextern \"C\" void f(float* y) { k<<<1, 32>>>(y); }\n"
+
+
+def test_extract_prefers_the_output_tag():
+    text = f"Here:\n```cuda\nint junk;\n```\n<OUTPUT_CUDA>\n{KERNEL}</OUTPUT_CUDA>\nbye"
+    e = extract_code(text)
+    assert e.method == "tag" and e.code.strip() == KERNEL.strip()
+
+
+def test_extract_fence_inside_tag_and_unclosed_tag():
+    assert extract_code(f"<OUTPUT_CUDA>\n```cuda\n{KERNEL}```\n</OUTPUT_CUDA>").code.strip() == KERNEL.strip()
+    assert extract_code(f"<OUTPUT_CUDA>\n{KERNEL}").code.strip() == KERNEL.strip()
+
+
+def test_extract_fence_with_kernel_wins_over_later_fence():
+    text = f"```cuda\n{KERNEL}```\nand to compile:\n```bash\nnvcc a.cu\n```"
+    assert extract_code(text).code.strip() == KERNEL.strip()
+
+
+def test_extract_raw_source_and_nothing():
+    assert extract_code(KERNEL).method == "raw"
+    e = extract_code("I cannot help with that.")
+    assert e.code is None and e.method == "none"
+
+
+def test_bundled_candidates_pass_the_checks():
+    for c in builtin_candidates():
+        r = check_source(c.source)
+        assert r.ok, (c.task_id, c.label, r.reasons)
+
+
+@pytest.mark.parametrize(
+    "src, reason",
+    [
+        ("int main() { return 0; }", "no __global__ kernel"),
+        ("__global__ void k() {}\nvoid f() {}", "no kernel is launched"),
+        ("#define __global__\n__global__ void k() {}\nvoid f() { k<<<1,1>>>(); }", "#define __global__"),
+        ("#define threadIdx blockIdx\n__global__ void k() {}\nvoid f() { k<<<1,1>>>(); }", "#define threadIdx"),
+        ('#include "../../secret.h"\n' + KERNEL, "only system headers"),
+        ("#include </etc/passwd>\n" + KERNEL, "only system headers"),
+        (KERNEL + 'void g() { system("rm -rf /"); }', "calls system()"),
+        (KERNEL + "void g() { fork(); }", "calls fork()"),
+        (KERNEL + "#include <thread>\nvoid g() { std::thread t([]{}); }", "std::thread"),
+        (KERNEL + "__attribute__((constructor)) static void early() {}", "constructor"),
+        (KERNEL + "void g() { cudaDeviceReset(); }", "cudaDeviceReset"),
+    ],
+)
+def test_rejections_have_reasons(src, reason):
+    r = check_source(src)
+    assert not r.ok and any(reason in x for x in r.reasons), r.reasons
+
+
+def test_commented_out_launch_does_not_count():
+    src = "__global__ void k() {}\nvoid f() { // k<<<1,1>>>();\n }"
+    assert not check_source(src).ok
+
+
+def test_strings_do_not_trigger_checks():
+    src = KERNEL + 'const char* msg = "do not call system(now)";'
+    assert check_source(src).ok
+    assert "system" not in strip_comments_and_strings(src)
+
+
+def test_templated_and_api_launches_count():
+    src = ("template <int B> __global__ void k(float* y) {}\n"
+           "void f(float* y) { k<256><<<1, 256>>>(y); }\n")
+    assert check_source(src).ok
+    src2 = "__global__ void k(float* y) {}\nvoid f(float* y) { void* a[] = {&y}; cudaLaunchKernel((void*)k, 1, 1, a, 0, 0); }"
+    assert check_source(src2).ok
+
+
+def test_kernel_task_needs_its_named_kernel():
+    assert check_source("__global__ void add(float* a) {}", kind="cuda_kernel", kernel_name="add").ok
+    r = check_source("__global__ void other(float* a) {}", kind="cuda_kernel", kernel_name="add")
+    assert not r.ok and "'add' is not defined" in r.reasons[0]
+
+
+def test_symbol_check():
+    nm = ("0000 T _Z1kPf\n0000 V DW.ref.__gxx_personality_v0\n0000 T saxpy\n0000 T clock_gettime\n"
+          "0000 B my_global\n")
+    reasons = check_symbols(nm, {"saxpy"})
+    assert len(reasons) == 2 and "clock_gettime" in reasons[0] and "my_global" in reasons[1]

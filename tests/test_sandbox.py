@@ -1,0 +1,98 @@
+"""The sandbox with real processes: one small adversarial program per property."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from cudaperf.harness.sandbox import SandboxLimits, Workdir, run_sandboxed, sandbox_level, scrubbed_env
+
+ISOLATED = sandbox_level() != "session"
+
+
+def _sh(script: str, w: Path, **limits) -> object:
+    return run_sandboxed(["sh", "-c", script], w, limits=SandboxLimits(**limits) if limits else SandboxLimits())
+
+
+def test_normal_run_captures_output():
+    with Workdir() as w:
+        r = _sh("echo hello; echo oops >&2; exit 3", w)
+    assert r.returncode == 3 and r.stdout == "hello\n" and r.stderr == "oops\n" and not r.timed_out
+
+
+def test_hang_is_killed_at_the_deadline():
+    with Workdir() as w:
+        t0 = time.monotonic()
+        r = _sh("sleep 60", w, wall_s=1.0)
+    assert r.timed_out and r.returncode is None and time.monotonic() - t0 < 10
+
+
+def test_crash_is_reported_as_a_signal():
+    with Workdir() as w:
+        r = _sh("kill -SEGV $$", w)
+    assert r.returncode == -11 and r.signal_name == "SIGSEGV"
+
+
+def test_output_flood_is_cut(tmp_path):
+    with Workdir() as w:
+        r = _sh("yes flood", w, wall_s=20, file_size_bytes=2_000_000, capture_bytes=1000)
+    assert r.stdout_truncated and len(r.stdout) == 1000
+    assert not r.timed_out  # SIGXFSZ ended it long before the deadline
+    assert r.signal_name == "SIGXFSZ" or r.returncode != 0
+
+
+@pytest.mark.skipif(sandbox_level() != "namespaces+nobody", reason="needs root to drop to nobody")
+def test_cannot_write_outside_its_directory(tmp_path):
+    target = tmp_path / "owned_by_harness"
+    target.mkdir()
+    os.chmod(target, 0o755)
+    with Workdir() as w:
+        r = _sh(f"echo pwned > {target}/x; echo ok > inside.txt; cat inside.txt", w)
+    assert not (target / "x").exists()
+    assert "Permission denied" in r.stderr and r.stdout == "ok\n"
+
+
+@pytest.mark.skipif(not ISOLATED, reason="needs PID namespaces")
+def test_escaped_children_die_with_the_run(tmp_path):
+    marker = tmp_path / "alive"
+    os.chmod(tmp_path, 0o777)
+    with Workdir() as w:
+        r = _sh(f"(setsid sh -c 'sleep 2; touch {marker}' &) ; echo started", w, wall_s=10)
+    assert r.returncode == 0 and r.stdout == "started\n"
+    time.sleep(3)
+    assert not marker.exists(), "a setsid'd grandchild outlived the sandboxed run"
+
+
+@pytest.mark.skipif(sandbox_level() != "namespaces+nobody", reason="RLIMIT_NPROC does not bind root")
+def test_fork_bomb_is_bounded_and_cleaned_up():
+    with Workdir() as w:
+        script = "i=0; while [ $i -lt 2000 ]; do (sleep 30 &) 2>/dev/null; i=$((i+1)); done; echo done"
+        r = _sh(script, w, wall_s=20, max_processes=64)
+    assert not r.timed_out
+    time.sleep(0.5)
+    left = os.popen("ps -u 65534 -o pid= | wc -l").read().strip()
+    assert int(left) == 0, f"{left} processes of the sandbox user survived"
+
+
+@pytest.mark.skipif(not ISOLATED, reason="needs a network namespace")
+def test_no_network():
+    with Workdir() as w:
+        r = _sh("cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '", w)
+    assert r.stdout.split() == ["lo"]
+
+
+def test_environment_is_scrubbed(monkeypatch):
+    monkeypatch.setenv("CUDAPERF_SECRET_TOKEN", "hunter2")
+    with Workdir() as w:
+        r = run_sandboxed(["env"], w, env=scrubbed_env(w))
+    assert "hunter2" not in r.stdout and f"HOME={w}" in r.stdout
+
+
+def test_a_bad_run_does_not_affect_the_next():
+    with Workdir() as w:
+        _sh("sleep 60", w, wall_s=0.5)
+        r = _sh("echo fine", w)
+    assert r.ok and r.stdout == "fine\n"
