@@ -50,7 +50,8 @@ def run_kernel_candidate(task: CudaKernelTask, build: BuildOutcome, res: Evaluat
     res = replace(res, stage=Stage.RAN, tests=tuple(tests), pass_fraction=p,
                   durations_s={**res.durations_s, "run_s": run.wall_s})
     err = kernel_program.find_cuda_error(run.stdout)
-    if "no CUDA-capable device" in run.stdout + run.stderr or (err and "NoDevice" in err[1]):
+    if "no CUDA-capable device" in run.stdout + run.stderr or (
+            err and any(k in err[1] for k in ("NoDevice", "InsufficientDriver", "OperatingSystem"))):
         return replace(res, status="unscored", failure=Failure(FailureKind.HARNESS, "no usable GPU", "harness"))
     if run.timed_out:
         return replace(res, failure=Failure(FailureKind.TIMEOUT, run.describe()))
