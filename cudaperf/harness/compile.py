@@ -15,7 +15,9 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
+import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -163,11 +165,11 @@ def _store(key: str, exe: Path | None, meta: dict) -> None:
     d = cache_dir() / key[:2]
     d.mkdir(parents=True, exist_ok=True)
     if exe is not None:
-        tmp = d / f".{key}.{os.getpid()}.tmp"
+        tmp = d / f".{key}.{uuid.uuid4().hex}.tmp"
         shutil.copy2(exe, tmp)
         os.chmod(tmp, 0o755)
         os.replace(tmp, d / key)
-    tmpm = d / f".{key}.{os.getpid()}.json.tmp"
+    tmpm = d / f".{key}.{uuid.uuid4().hex}.json.tmp"
     tmpm.write_text(json.dumps(meta))
     os.replace(tmpm, d / f"{key}.json")
 
@@ -206,8 +208,16 @@ def build_reference(driver_c: str, reference_c: str) -> Path:
     return _lookup(key)[0]  # type: ignore[index,return-value]
 
 
-@lru_cache(maxsize=4)
+_BUILD_LOCK = threading.Lock()  # trusted helper objects are built once, not by every compile thread at once
+
+
 def _probe_object(arch_key: str) -> Path:
+    with _BUILD_LOCK:
+        return _probe_object_locked(arch_key)
+
+
+@lru_cache(maxsize=4)
+def _probe_object_locked(arch_key: str) -> Path:
     """The CUPTI probe (or, without CUPTI, a build that reports it is unavailable) as an object file."""
     paths = cupti_paths()
     src = (NATIVE_DIR / "probe.c").read_text() if paths else (NATIVE_DIR / "probe_unavailable.c").read_text()
@@ -226,13 +236,18 @@ def _probe_object(arch_key: str) -> Path:
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             raise ToolchainError(f"cannot build the CUPTI probe:\n{trim_log(p.stderr)}")
-        tmp_obj = d / f".{key}.{os.getpid()}.o"
+        tmp_obj = d / f".{key}.{uuid.uuid4().hex}.o"
         shutil.copy2(Path(tmp) / "probe.o", tmp_obj)
         os.replace(tmp_obj, obj)
     return obj
 
 
 def _driver_object(driver_c: str) -> Path:
+    with _BUILD_LOCK:
+        return _driver_object_locked(driver_c)
+
+
+def _driver_object_locked(driver_c: str) -> Path:
     key = sha256("driver-gpu", driver_c, gcc_version(), str(cuda_home()))
     d = cache_dir() / key[:2]
     obj = d / f"{key}.o"
@@ -247,7 +262,7 @@ def _driver_object(driver_c: str) -> Path:
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             raise ToolchainError(f"the generated driver does not compile (a harness bug):\n{trim_log(p.stderr)}")
-        tmp_obj = d / f".{key}.{os.getpid()}.o"
+        tmp_obj = d / f".{key}.{uuid.uuid4().hex}.o"
         shutil.copy2(Path(tmp) / "d.o", tmp_obj)
         os.replace(tmp_obj, obj)
     return obj
@@ -365,9 +380,14 @@ def build_c_program(source: str, *, tag: str = "cprog") -> Path:
     return _lookup(key)[0]  # type: ignore[index,return-value]
 
 
-@lru_cache(maxsize=1)
 def injection_library() -> Path | None:
     """The CUPTI injection library for whole programs (``CUDA_INJECTION64_PATH``), or None without CUPTI."""
+    with _BUILD_LOCK:
+        return _injection_library_locked()
+
+
+@lru_cache(maxsize=1)
+def _injection_library_locked() -> Path | None:
     paths = cupti_paths()
     if paths is None:
         return None
@@ -386,7 +406,7 @@ def injection_library() -> Path | None:
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             raise ToolchainError(f"cannot build the CUPTI injection library:\n{trim_log(p.stderr)}")
-        tmp_lib = d / f".{key}.{os.getpid()}.so"
+        tmp_lib = d / f".{key}.{uuid.uuid4().hex}.so"
         shutil.copy2(out, tmp_lib)
         os.chmod(tmp_lib, 0o755)
         os.replace(tmp_lib, lib)
