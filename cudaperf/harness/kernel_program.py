@@ -150,16 +150,19 @@ inline typename std::common_type<A, B>::type max(A a, B b) { return a < b ? b : 
 
 
 def _main(calls: tuple[str, ...] | list[str], after_test: str) -> str:
-    out = ["int main() {", "    std::ios::sync_with_stdio(true);"]
+    # The markers carry a nonce from argv[1], chosen per run by the harness: a kernel cannot know it, so it cannot
+    # print fake test boundaries (with device printf) around fake outputs.
+    out = ["#include <string>", "int main(int argc, char** argv) {", "    std::ios::sync_with_stdio(true);",
+           '    const std::string nonce_ = argc > 1 ? std::string(" ") + argv[1] : std::string();']
     for i, call in enumerate(calls):
-        out.append(f'    std::cout << "{TEST_MARK.format(i=i)}\\n" << std::flush;')
+        out.append(f'    std::cout << "@@CUDAPERF_TEST {i}" << nonce_ << "@@\\n" << std::flush;')
         out.append("    {")
         out.append(call.rstrip())
         out.append("    }")  # the call may end in a // comment without a newline: the brace goes on its own line
         out.append("    std::cout << std::flush; std::fflush(stdout);")
         if after_test:
             out.append(after_test.replace("@I@", str(i)))
-        out.append(f'    std::cout << "{TEST_END_MARK.format(i=i)}\\n" << std::flush;')
+        out.append(f'    std::cout << "@@CUDAPERF_TEST_END {i}" << nonce_ << "@@\\n" << std::flush;')
     out.append("    return 0;")
     out.append("}")
     return "\n".join(out) + "\n"
@@ -219,14 +222,18 @@ _END_RE = re.compile(r"@@CUDAPERF_TEST_END (\d+)@@\n")
 _ERR_RE = re.compile(r"@@CUDAPERF_CUDA_ERROR (\d+) ([^@\n]*)@@\n?")
 
 
-def parse_program_output(stdout: str, n_tests: int) -> list[str | None]:
+def parse_program_output(stdout: str, n_tests: int, nonce: str = "") -> list[str | None]:
     """Each test's printout, cut from a test program's stdout; None for a test that did not finish (not reached,
-    crashed, timed out, or hit a CUDA error)."""
+    crashed, timed out, or hit a CUDA error). ``nonce`` is the value the program was given as ``argv[1]``."""
     starts: dict[int, int] = {}
     ends: dict[int, int] = {}
-    for m in _MARK_RE.finditer(stdout):
+    mark_re, end_re = _MARK_RE, _END_RE
+    if nonce:
+        mark_re = re.compile(rf"@@CUDAPERF_TEST (\d+) {re.escape(nonce)}@@\n")
+        end_re = re.compile(rf"@@CUDAPERF_TEST_END (\d+) {re.escape(nonce)}@@\n")
+    for m in mark_re.finditer(stdout):
         starts.setdefault(int(m.group(1)), m.end())
-    for m in _END_RE.finditer(stdout):
+    for m in end_re.finditer(stdout):
         ends.setdefault(int(m.group(1)), m.start())
     out: list[str | None] = []
     for i in range(n_tests):

@@ -7,6 +7,7 @@ correctness, not speed, and records no timing.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import replace
 
 from cudaperf.harness import kernel_program
@@ -19,7 +20,10 @@ from cudaperf.tasks.schema import CudaKernelTask
 
 def build_kernel_candidate(task: CudaKernelTask, kernel_code: str, settings: HarnessSettings) -> BuildOutcome:
     program = kernel_program.build_cuda_program(task, kernel_code)
-    return build_cuda_program(program, arch=settings.arch, flags=settings.nvcc_flags, tag="kernel-task")
+    # Zero-initialised locals, as the CPU build has: the tests' expected outputs show 0 where an array element is
+    # never written (babeltower-119), which only a deterministic stack reproduces.
+    flags = (*settings.nvcc_flags, *kernel_program.CUDA_HOST_FLAGS)
+    return build_cuda_program(program, arch=settings.arch, flags=flags, tag="kernel-task")
 
 
 def run_kernel_candidate(task: CudaKernelTask, build: BuildOutcome, res: EvaluationResult,
@@ -31,10 +35,11 @@ def run_kernel_candidate(task: CudaKernelTask, build: BuildOutcome, res: Evaluat
         exe.write_bytes(build.exe.read_bytes())
         exe.chmod(0o755)
         share_file(exe)
-        run = run_sandboxed([str(exe)], w, env=scrubbed_env(w, extra),
+        nonce = secrets.token_hex(8)
+        run = run_sandboxed([str(exe), nonce], w, env=scrubbed_env(w, extra),
                             limits=SandboxLimits(wall_s=settings.test_timeout_s, capture_bytes=4 << 20))
     n = len(task.expected_outputs)
-    printouts = kernel_program.parse_program_output(run.stdout, n)
+    printouts = kernel_program.parse_program_output(run.stdout, n, nonce)
     tests = []
     for i, (exp, got) in enumerate(zip(task.expected_outputs, printouts)):
         cmp = kernel_program.compare_printout(exp, got, task.tolerance)
