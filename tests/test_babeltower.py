@@ -355,7 +355,7 @@ def test_cuda_program_structure(tasks):
     assert prog.index("__global__ void add_sources_d() {}") < prog.index(t.wrapper) < prog.index("int main(")
     n = len(t.test_calls_cuda)
     for i in range(n):
-        assert f"@@CUDAPERF_TEST {i}@@" in prog and f"@@CUDAPERF_TEST_END {i}@@" in prog
+        assert f'"@@CUDAPERF_TEST {i}" << nonce_' in prog and f'"@@CUDAPERF_TEST_END {i}" << nonce_' in prog
     assert prog.count("cudaDeviceSynchronize()") == n and prog.count("std::exit(3)") == n
     assert t.reference_kernel not in prog
 
