@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 from cudaperf.harness.result import CompileInfo
 from cudaperf.harness.sandbox import SandboxLimits, Workdir, run_sandboxed, scrubbed_env, share_file
@@ -190,82 +191,63 @@ def _lookup(key: str) -> tuple[Path | None, dict] | None:
 # Trusted builds
 
 
+_BUILD_LOCK = threading.Lock()  # one trusted build at a time: compile threads share the driver and probe objects
+
+
+def _trusted_build(key: str, suffix: str, files: dict[str, str], cmd: Callable[[Path, Path], list[str]],
+                   what: str) -> Path:
+    """Build trusted code (gcc, not sandboxed) once into the cache and return the cached artifact.
+
+    ``cmd(tmpdir, output)`` gives the command line; ``files`` are written into ``tmpdir`` first. Raises
+    :class:`ToolchainError` with ``what`` and the trimmed compiler log when the build fails.
+    """
+    out = cache_dir() / key[:2] / f"{key}{suffix}"
+    with _BUILD_LOCK:
+        if out.exists():
+            return out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="cudaperf-trusted-") as tmp:
+            t = Path(tmp)
+            for name, text in files.items():
+                (t / name).write_text(text)
+            built = t / f"artifact{suffix}"
+            p = subprocess.run(cmd(t, built), capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+            if p.returncode != 0:
+                raise ToolchainError(f"{what}:\n{trim_log(p.stderr)}")
+            tmp_out = out.parent / f".{key}.{uuid.uuid4().hex}{suffix}"
+            shutil.copy2(built, tmp_out)
+            os.chmod(tmp_out, 0o755)
+            os.replace(tmp_out, out)
+    return out
+
+
 def build_reference(driver_c: str, reference_c: str) -> Path:
     """gcc ``-O3`` single-thread build of the C reference with the task's driver. Raises ToolchainError."""
     key = sha256("reference", driver_c, reference_c, " ".join(REFERENCE_FLAGS), gcc_version())
-    hit = _lookup(key)
-    if hit and hit[0]:
-        return hit[0]
-    with tempfile.TemporaryDirectory(prefix="cudaperf-ref-") as tmp:
-        t = Path(tmp)
-        (t / "driver.c").write_text(driver_c)
-        (t / "reference.c").write_text(reference_c)
-        cmd = ["gcc", *REFERENCE_FLAGS, "-o", str(t / "ref"), str(t / "driver.c"), str(t / "reference.c"), "-lm"]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
-        if p.returncode != 0:
-            raise ToolchainError(f"the task's C reference does not build with gcc:\n{trim_log(p.stderr)}")
-        _store(key, t / "ref", {"stage": "ok"})
-    return _lookup(key)[0]  # type: ignore[index,return-value]
+    return _trusted_build(
+        key, "", {"driver.c": driver_c, "reference.c": reference_c},
+        lambda t, out: ["gcc", *REFERENCE_FLAGS, "-o", str(out), str(t / "driver.c"), str(t / "reference.c"), "-lm"],
+        "the task's C reference does not build with gcc")
 
 
-_BUILD_LOCK = threading.Lock()  # trusted helper objects are built once, not by every compile thread at once
-
-
-def _probe_object(arch_key: str) -> Path:
-    with _BUILD_LOCK:
-        return _probe_object_locked(arch_key)
-
-
-@lru_cache(maxsize=4)
-def _probe_object_locked(arch_key: str) -> Path:
+def _probe_object() -> Path:
     """The CUPTI probe (or, without CUPTI, a build that reports it is unavailable) as an object file."""
     paths = cupti_paths()
-    src = (NATIVE_DIR / "probe.c").read_text() if paths else (NATIVE_DIR / "probe_unavailable.c").read_text()
-    key = sha256("probe", src, str(paths), gcc_version())
-    d = cache_dir() / key[:2]
-    obj = d / f"{key}.o"
-    if obj.exists():
-        return obj
-    d.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="cudaperf-probe-") as tmp:
-        c = Path(tmp) / "probe.c"
-        c.write_text(src)
-        inc = ["-I", str(paths[0])] if paths else []
-        cmd = ["gcc", "-O2", "-fPIC", "-c", str(c), "-o", str(Path(tmp) / "probe.o"), "-I", str(NATIVE_DIR),
-               "-I", str(cuda_home() / "include"), *inc]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise ToolchainError(f"cannot build the CUPTI probe:\n{trim_log(p.stderr)}")
-        tmp_obj = d / f".{key}.{uuid.uuid4().hex}.o"
-        shutil.copy2(Path(tmp) / "probe.o", tmp_obj)
-        os.replace(tmp_obj, obj)
-    return obj
+    src = (NATIVE_DIR / ("probe.c" if paths else "probe_unavailable.c")).read_text()
+    inc = ["-I", str(paths[0])] if paths else []
+    return _trusted_build(
+        sha256("probe", src, str(paths), gcc_version()), ".o", {"probe.c": src},
+        lambda t, out: ["gcc", "-O2", "-fPIC", "-c", str(t / "probe.c"), "-o", str(out), "-I", str(NATIVE_DIR),
+                        "-I", str(cuda_home() / "include"), *inc],
+        "cannot build the CUPTI probe")
 
 
 def _driver_object(driver_c: str) -> Path:
-    with _BUILD_LOCK:
-        return _driver_object_locked(driver_c)
-
-
-def _driver_object_locked(driver_c: str) -> Path:
-    key = sha256("driver-gpu", driver_c, gcc_version(), str(cuda_home()))
-    d = cache_dir() / key[:2]
-    obj = d / f"{key}.o"
-    if obj.exists():
-        return obj
-    d.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="cudaperf-drv-") as tmp:
-        c = Path(tmp) / "driver.c"
-        c.write_text(driver_c)
-        cmd = ["gcc", "-O2", "-std=gnu11", "-DCUDAPERF_GPU", "-c", str(c), "-o", str(Path(tmp) / "d.o"),
-               "-I", str(NATIVE_DIR), "-I", str(cuda_home() / "include")]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise ToolchainError(f"the generated driver does not compile (a harness bug):\n{trim_log(p.stderr)}")
-        tmp_obj = d / f".{key}.{uuid.uuid4().hex}.o"
-        shutil.copy2(Path(tmp) / "d.o", tmp_obj)
-        os.replace(tmp_obj, obj)
-    return obj
+    return _trusted_build(
+        sha256("driver-gpu", driver_c, gcc_version(), str(cuda_home())), ".o", {"driver.c": driver_c},
+        lambda t, out: ["gcc", "-O2", "-std=gnu11", "-DCUDAPERF_GPU", "-c", str(t / "driver.c"), "-o", str(out),
+                        "-I", str(NATIVE_DIR), "-I", str(cuda_home() / "include")],
+        "the generated driver does not compile (a harness bug)")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -300,7 +282,7 @@ def build_c_function_candidate(code: str, driver_c: str, function_name: str, *, 
                            log=meta.get("log", ""), cached=True, seconds=time.monotonic() - t0)
         return BuildOutcome(exe=exe, info=info, stage=meta["stage"], reasons=tuple(meta.get("reasons", ())))
     driver_o = _driver_object(driver_c)
-    probe_o = _probe_object(arch)
+    probe_o = _probe_object()
     with Workdir(prefix="cudaperf-build-") as w:
         (w / "candidate.cu").write_text(code)
         share_file(w / "candidate.cu")
@@ -365,49 +347,21 @@ def build_cuda_program(code: str, *, arch: str | None = None, flags: tuple[str, 
 
 def build_c_program(source: str, *, tag: str = "cprog") -> Path:
     """Trusted gcc build of a whole C program (a ``c_program`` reference or input generator)."""
-    key = sha256(tag, source, " ".join(REFERENCE_FLAGS), gcc_version())
-    hit = _lookup(key)
-    if hit and hit[0]:
-        return hit[0]
-    with tempfile.TemporaryDirectory(prefix="cudaperf-cprog-") as tmp:
-        t = Path(tmp)
-        (t / "prog.c").write_text(source)
-        p = subprocess.run(["gcc", *REFERENCE_FLAGS, "-o", str(t / "prog"), str(t / "prog.c"), "-lm"],
-                           capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
-        if p.returncode != 0:
-            raise ToolchainError(f"a trusted C program of the task does not build:\n{trim_log(p.stderr)}")
-        _store(key, t / "prog", {"stage": "ok"})
-    return _lookup(key)[0]  # type: ignore[index,return-value]
+    return _trusted_build(
+        sha256(tag, source, " ".join(REFERENCE_FLAGS), gcc_version()), "", {"prog.c": source},
+        lambda t, out: ["gcc", *REFERENCE_FLAGS, "-o", str(out), str(t / "prog.c"), "-lm"],
+        "a trusted C program of the task does not build")
 
 
 def injection_library() -> Path | None:
     """The CUPTI injection library for whole programs (``CUDA_INJECTION64_PATH``), or None without CUPTI."""
-    with _BUILD_LOCK:
-        return _injection_library_locked()
-
-
-@lru_cache(maxsize=1)
-def _injection_library_locked() -> Path | None:
     paths = cupti_paths()
     if paths is None:
         return None
-    srcs = [(NATIVE_DIR / n).read_text() for n in ("probe.c", "inject.c", "probe.h")]
-    key = sha256("inject", *srcs, str(paths), gcc_version())
-    d = cache_dir() / key[:2]
-    lib = d / f"{key}.so"
-    if lib.exists():
-        return lib
-    d.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="cudaperf-inject-") as tmp:
-        out = Path(tmp) / "libinject.so"
-        cmd = ["gcc", "-shared", "-fPIC", "-O2", "-I", str(NATIVE_DIR), "-I", str(paths[0]),
-               "-I", str(cuda_home() / "include"), str(NATIVE_DIR / "probe.c"), str(NATIVE_DIR / "inject.c"),
-               f"-L{paths[1]}", "-lcupti", f"-Wl,-rpath,{paths[1]}", "-o", str(out)]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise ToolchainError(f"cannot build the CUPTI injection library:\n{trim_log(p.stderr)}")
-        tmp_lib = d / f".{key}.{uuid.uuid4().hex}.so"
-        shutil.copy2(out, tmp_lib)
-        os.chmod(tmp_lib, 0o755)
-        os.replace(tmp_lib, lib)
-    return lib
+    srcs = {n: (NATIVE_DIR / n).read_text() for n in ("probe.c", "inject.c", "probe.h")}
+    return _trusted_build(
+        sha256("inject", *srcs.values(), str(paths), gcc_version()), ".so", srcs,
+        lambda t, out: ["gcc", "-shared", "-fPIC", "-O2", "-I", str(t), "-I", str(paths[0]),
+                        "-I", str(cuda_home() / "include"), str(t / "probe.c"), str(t / "inject.c"),
+                        f"-L{paths[1]}", "-lcupti", f"-Wl,-rpath,{paths[1]}", "-o", str(out)],
+        "cannot build the CUPTI injection library")

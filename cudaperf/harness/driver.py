@@ -25,10 +25,6 @@ EXIT_BAD_INPUT = 4
 EXIT_NO_GPU = 5
 
 
-def _ctype_of(t: str) -> str:
-    return t
-
-
 def driver_source(task: CFunctionTask) -> str:
     """The complete C source of the driver for ``task``."""
     fn = task.function_name
@@ -40,7 +36,7 @@ def driver_source(task: CFunctionTask) -> str:
     write = []
     free = []
     for k, a in enumerate(task.args):
-        t = _ctype_of(a.ctype)
+        t = a.ctype
         if a.role == "scalar":
             fields.append(f"    {t} s{k};")
             read.append(f"        if (fread(slot, 8, 1, fh) != 1) {{ return -1; }}\n        memcpy(&c->s{k}, slot, sizeof({t}));")
@@ -194,11 +190,6 @@ static void poison_device_pool(size_t bytes) {{
 }}
 #endif
 
-static int cmp_double(const void *a, const void *b) {{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}}
-
 static double cv_of(const double *t, int n) {{
     double mean = 0, var = 0;
     for (int i = 0; i < n; ++i) mean += t[i];
@@ -296,7 +287,6 @@ static int run_timing(const char *in, const char *outp, FILE *stats, int min_rep
         free_buffers(&b);
     }}
 #endif
-    (void)cmp_double;
     return 0;
 }}
 

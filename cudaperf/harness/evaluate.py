@@ -23,14 +23,13 @@ from cudaperf.harness.compile import (
 from cudaperf.harness.environment import describe_toolchain, gpu_count, gpu_inventory, host_name
 from cudaperf.harness.extract import extract_code
 from cudaperf.harness.result import (
-    CompileInfo,
     Environment,
     EvaluationResult,
     Failure,
     FailureKind,
     Stage,
 )
-from cudaperf.harness.run_c_function import HarnessError, PreparedCFunction, prepare_c_function, run_c_function
+from cudaperf.harness.run_c_function import HarnessError, prepare_c_function, run_c_function
 from cudaperf.harness.sandbox import sandbox_level
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.harness.static_checks import check_source
@@ -86,7 +85,7 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _base(task: Task, candidate_id: str, code: str | None, settings: HarnessSettings,
+def base_result(task: Task, candidate_id: str, code: str | None, settings: HarnessSettings,
           gpu_index: int | None) -> EvaluationResult:
     return EvaluationResult(
         task_id=task.id, task_kind=task.kind, candidate_id=candidate_id,
@@ -101,13 +100,13 @@ def check_candidate(task: Task, completion: str, candidate_id: str, settings: Ha
     """Extraction and static checks (no compiler, no GPU)."""
     ext = extract_code(completion)
     if ext.code is None:
-        res = _base(task, candidate_id, None, settings, gpu_index)
+        res = base_result(task, candidate_id, None, settings, gpu_index)
         return Checked(None, replace(res, failure=Failure(
             FailureKind.NO_CODE, "no code found: expected <OUTPUT_CUDA>...</OUTPUT_CUDA> or a fenced code block")))
     kernel = task.kernel_name if isinstance(task, CudaKernelTask) else None
     chk = check_source(ext.code, kind=task.kind, kernel_name=kernel)
     if not chk.ok:
-        res = _base(task, candidate_id, ext.code, settings, gpu_index)
+        res = base_result(task, candidate_id, ext.code, settings, gpu_index)
         return Checked(ext.code, replace(res, stage=Stage.EXTRACTED, static_check_reasons=chk.reasons,
                                          failure=Failure(FailureKind.STATIC_CHECK, "; ".join(chk.reasons))))
     return Checked(ext.code, None)
@@ -169,7 +168,7 @@ def evaluate(
         return checked.result
     code = checked.code
     assert code is not None
-    res = replace(_base(task, candidate_id, code, settings, gpu_index), stage=Stage.CHECKED)
+    res = replace(base_result(task, candidate_id, code, settings, gpu_index), stage=Stage.CHECKED)
     durations: dict[str, float] = {}
     try:
         if build is None:

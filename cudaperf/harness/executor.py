@@ -29,7 +29,7 @@ from cudaperf.harness.evaluate import (
     evaluate,
     prepare_task,
     unscored,
-    _base,
+    base_result,
 )
 from cudaperf.harness.result import EvaluationResult, Stage
 from cudaperf.harness.run_c_function import HarnessError
@@ -117,7 +117,7 @@ def run_batch(
         try:
             return job, None, (checked.code, build_candidate(task, checked.code, settings))
         except ToolchainError as exc:
-            base = replace(_base(task, job.candidate_id, checked.code, settings, None), stage=Stage.CHECKED)
+            base = replace(base_result(task, job.candidate_id, checked.code, settings, None), stage=Stage.CHECKED)
             return job, unscored(base, f"ToolchainError: {exc}"), None
 
     n_compiled = 0
@@ -132,7 +132,7 @@ def run_batch(
                 code, build = built
                 if build.stage != "ok":
                     task = by_id[job.task_id]
-                    base = replace(_base(task, job.candidate_id, code, settings, None), stage=Stage.CHECKED,
+                    base = replace(base_result(task, job.candidate_id, code, settings, None), stage=Stage.CHECKED,
                                    compile=build.info, static_check_reasons=build.reasons)
                     emit(replace(base, failure=compile_failure(build, task),
                                  durations_s={"compile_s": build.info.seconds}))
@@ -165,7 +165,7 @@ def run_batch(
         for job in task_jobs:
             code, build = builds[(job.task_id, job.candidate_id)]
             if prep_error is not None:
-                base = replace(_base(task, job.candidate_id, code, settings, gpu), stage=Stage.COMPILED,
+                base = replace(base_result(task, job.candidate_id, code, settings, gpu), stage=Stage.COMPILED,
                                compile=build.info)
                 emit(unscored(base, prep_error))
             else:

@@ -18,7 +18,7 @@ from cudaperf.harness.compare import compare_arrays, describe_mismatch
 from cudaperf.harness.compile import BuildOutcome, build_reference
 from cudaperf.harness.driver import EXIT_NO_GPU, driver_source
 from cudaperf.harness.result import Failure, FailureKind, GpuEvidence, Stage, TestOutcome, TimingStats
-from cudaperf.harness.sandbox import SandboxLimits, Workdir, run_sandboxed, scrubbed_env, share_file
+from cudaperf.harness.sandbox import SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env, share_file
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks.inputs import CaseInputs, CaseOutputs, OutputFormatError, generate_case, read_outputs, write_inputs
 from cudaperf.tasks.schema import CFunctionTask, is_float_type
@@ -181,10 +181,7 @@ def run_c_function(prepared: PreparedCFunction, build: BuildOutcome, settings: H
     extra = {"CUDA_VISIBLE_DEVICES": str(gpu_index)} if gpu_index is not None else {}
     run_s = 0.0
     with Workdir(prefix="cudaperf-run-") as w:
-        exe = w / "candidate"
-        exe.write_bytes(build.exe.read_bytes())
-        exe.chmod(0o755)
-        share_file(exe)
+        exe = copy_in(build.exe, w, "candidate")
         write_inputs(w / "tests.bin", task, list(prepared.test_cases))
         share_file(w / "tests.bin")
         env = scrubbed_env(w, extra)

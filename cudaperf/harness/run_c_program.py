@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,7 +30,7 @@ from cudaperf.harness.result import (
     TimingStats,
 )
 from cudaperf.harness.run_c_function import HarnessError
-from cudaperf.harness.sandbox import SandboxLimits, Workdir, run_sandboxed, scrubbed_env, share_file
+from cudaperf.harness.sandbox import SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env, share_file
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks.inputs import fresh_seed
 from cudaperf.tasks.schema import CProgramTask, Tolerance
@@ -162,15 +161,10 @@ def run_program_candidate(task: CProgramTask, build: BuildOutcome, res: Evaluati
         prepared = prepare_c_program(task, settings, fresh_seed(), time_baseline=settings.time_candidates)
     lib = injection_library()
     with Workdir(prefix="cudaperf-run-") as w:
-        exe = w / "program"
-        exe.write_bytes(build.exe.read_bytes())
-        exe.chmod(0o755)
-        share_file(exe)
+        exe = copy_in(build.exe, w, "program")
         extra = {"CUDA_VISIBLE_DEVICES": str(gpu_index)} if gpu_index is not None else {}
         if lib is not None:
-            (w / "libinject.so").write_bytes(lib.read_bytes())
-            share_file(w / "libinject.so")
-            extra["CUDA_INJECTION64_PATH"] = str(w / "libinject.so")
+            extra["CUDA_INJECTION64_PATH"] = str(copy_in(lib, w, "libinject.so"))
         env = scrubbed_env(w, extra)
 
         def run_once(stdin: bytes, tag: str, timeout: float):

@@ -13,7 +13,7 @@ from dataclasses import replace
 from cudaperf.harness import kernel_program
 from cudaperf.harness.compile import BuildOutcome, build_cuda_program
 from cudaperf.harness.result import EvaluationResult, Failure, FailureKind, Mismatch, Stage, TestOutcome
-from cudaperf.harness.sandbox import SandboxLimits, Workdir, run_sandboxed, scrubbed_env, share_file
+from cudaperf.harness.sandbox import SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks.schema import CudaKernelTask
 
@@ -31,10 +31,7 @@ def run_kernel_candidate(task: CudaKernelTask, build: BuildOutcome, res: Evaluat
     assert build.exe is not None
     extra = {"CUDA_VISIBLE_DEVICES": str(gpu_index)} if gpu_index is not None else {}
     with Workdir(prefix="cudaperf-run-") as w:
-        exe = w / "program"
-        exe.write_bytes(build.exe.read_bytes())
-        exe.chmod(0o755)
-        share_file(exe)
+        exe = copy_in(build.exe, w, "program")
         nonce = secrets.token_hex(8)
         run = run_sandboxed([str(exe), nonce], w, env=scrubbed_env(w, extra),
                             limits=SandboxLimits(wall_s=settings.test_timeout_s, capture_bytes=4 << 20))

@@ -157,6 +157,15 @@ def share_file(path: Path) -> None:
         os.chown(path, NOBODY_UID, NOBODY_GID)
 
 
+def copy_in(src: Path, workdir: Path, name: str) -> Path:
+    """Copy a harness-built file (an executable, a library) into the sandbox's directory, readable by it."""
+    dst = workdir / name
+    dst.write_bytes(src.read_bytes())
+    dst.chmod(0o755)
+    share_file(dst)
+    return dst
+
+
 def scrubbed_env(workdir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -239,8 +248,6 @@ def run_sandboxed(
             if timed_out:
                 proc.wait()
     wall = time.monotonic() - start
-    if level == "session" and rc is not None and rc < 0:
-        pass
     stdout, out_trunc = _read_prefix(out_path, limits.capture_bytes)
     stderr, err_trunc = _read_prefix(err_path, limits.capture_bytes)
     # unshare reports a child killed by signal N as exit status 128+N; map it back to -N like subprocess does.

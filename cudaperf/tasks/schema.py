@@ -25,7 +25,7 @@ import ast
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping
 
 TaskKind = Literal["c_function", "c_program", "cuda_kernel"]
 ArgRole = Literal["in", "out", "inout", "scalar"]
@@ -416,14 +416,7 @@ def task_to_dict(task: Task) -> dict[str, Any]:
     """The inverse of :func:`task_from_dict` (JSON-ready)."""
     from dataclasses import asdict
 
-    d = asdict(task)
-    return d
-
-
-def args_env(task: CFunctionTask, config: Mapping[str, int], scalars: Mapping[str, int | float]) -> dict[str, int | float]:
-    env: dict[str, int | float] = dict(config)
-    env.update(scalars)
-    return env
+    return asdict(task)
 
 
 def array_lengths(task: CFunctionTask, env: Mapping[str, int | float]) -> dict[str, int]:
@@ -435,7 +428,3 @@ def array_lengths(task: CFunctionTask, env: Mapping[str, int | float]) -> dict[s
                 raise TaskError(f"task {task.id}: argument {a.name!r} length {a.length!r} evaluates to {n}")
             out[a.name] = n
     return out
-
-
-def ensure_sequence(x: Sequence[Any] | None) -> tuple[Any, ...]:
-    return tuple(x or ())
