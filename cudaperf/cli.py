@@ -163,6 +163,9 @@ def _run_jobs(all_tasks, rows, store_path: Path, settings, as_json: bool) -> Non
             print(r.to_json())
     else:
         _summary_table(results)
+        if not summary.gpus:
+            err.print("[yellow]no GPU visible:[/] candidates were checked and compiled; running them needs a GPU, "
+                      "so those results are unscored (see `cudaperf doctor`).")
         err.print(f"{summary.n_jobs} jobs, {summary.n_skipped} already done; compile {summary.compile_wall_s:.1f} s "
                   f"({summary.compile_per_min:.0f}/min), GPU runs {summary.run_wall_s:.1f} s "
                   f"({summary.run_per_min:.0f}/min) on GPUs {list(summary.gpus) or 'none'}; results in {store_path}")

@@ -50,3 +50,23 @@ def test_evaluate_json_record(tmp_path):
 def test_doctor_runs():
     r = runner.invoke(app, ["doctor"])
     assert r.exit_code == 0 and "nvcc" in r.output and "sandbox" in r.output
+
+
+def test_evaluate_a_jsonl_of_completions_resumes(tmp_path):
+    comps = tmp_path / "c.jsonl"
+    comps.write_text(json.dumps({"candidate_id": "a", "completion": "no code"}) + "\n"
+                     + json.dumps({"candidate_id": "b", "completion": "<OUTPUT_CUDA>#define __global__\n"
+                                   "</OUTPUT_CUDA>"}) + "\n")
+    store = tmp_path / "store.jsonl"
+    r = runner.invoke(app, ["evaluate", "--task", "saxpy", "--candidate", str(comps), "--store", str(store),
+                            "--json"])
+    assert r.exit_code == 0, r.output
+    kinds = {json.loads(l)["candidate_id"]: json.loads(l)["failure"]["kind"] for l in store.read_text().splitlines()}
+    assert kinds == {"a": "no_code", "b": "static_check"}
+    again = runner.invoke(app, ["evaluate", "--task", "saxpy", "--candidate", str(comps), "--store", str(store)])
+    assert again.exit_code == 0 and "2 already done" in again.output
+    assert len(store.read_text().splitlines()) == 2
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"completion": 3}\n')
+    r = runner.invoke(app, ["evaluate", "--task", "saxpy", "--candidate", str(bad)])
+    assert r.exit_code == 2 and "needs a string 'completion'" in r.output

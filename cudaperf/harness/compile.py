@@ -221,12 +221,13 @@ def _trusted_build(key: str, suffix: str, files: dict[str, str], cmd: Callable[[
     return out
 
 
-def build_reference(driver_c: str, reference_c: str) -> Path:
-    """gcc ``-O3`` single-thread build of the C reference with the task's driver. Raises ToolchainError."""
-    key = sha256("reference", driver_c, reference_c, " ".join(REFERENCE_FLAGS), gcc_version())
+def build_reference(driver_c: str, reference_c: str, flags: tuple[str, ...] = REFERENCE_FLAGS) -> Path:
+    """gcc build (default ``-O3``, single thread) of the C reference with the task's driver. Raises
+    ToolchainError."""
+    key = sha256("reference", driver_c, reference_c, " ".join(flags), gcc_version())
     return _trusted_build(
         key, "", {"driver.c": driver_c, "reference.c": reference_c},
-        lambda t, out: ["gcc", *REFERENCE_FLAGS, "-o", str(out), str(t / "driver.c"), str(t / "reference.c"), "-lm"],
+        lambda t, out: ["gcc", *flags, "-o", str(out), str(t / "driver.c"), str(t / "reference.c"), "-lm"],
         "the task's C reference does not build with gcc")
 
 
@@ -345,11 +346,11 @@ def build_cuda_program(code: str, *, arch: str | None = None, flags: tuple[str, 
     return BuildOutcome(exe=hit[0] if hit else None, info=info, stage=stage)
 
 
-def build_c_program(source: str, *, tag: str = "cprog") -> Path:
+def build_c_program(source: str, *, tag: str = "cprog", flags: tuple[str, ...] = REFERENCE_FLAGS) -> Path:
     """Trusted gcc build of a whole C program (a ``c_program`` reference or input generator)."""
     return _trusted_build(
-        sha256(tag, source, " ".join(REFERENCE_FLAGS), gcc_version()), "", {"prog.c": source},
-        lambda t, out: ["gcc", *REFERENCE_FLAGS, "-o", str(out), str(t / "prog.c"), "-lm"],
+        sha256(tag, source, " ".join(flags), gcc_version()), "", {"prog.c": source},
+        lambda t, out: ["gcc", *flags, "-o", str(out), str(t / "prog.c"), "-lm"],
         "a trusted C program of the task does not build")
 
 

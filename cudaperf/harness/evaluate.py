@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, replace
 
 from cudaperf.harness.compile import (
-    REFERENCE_FLAGS,
     BuildOutcome,
     ToolchainError,
     build_c_function_candidate,
@@ -61,7 +60,7 @@ def environment(settings: HarnessSettings, gpu_index: int | None = None) -> Envi
         gcc=gc,
         arch=settings.arch or default_arch(),
         nvcc_flags=tuple(settings.nvcc_flags),
-        reference_flags=REFERENCE_FLAGS,
+        reference_flags=tuple(settings.reference_flags),
         sandbox_level=sandbox_level(),
         seeds_policy=settings.seeds_policy,
         timing_method=settings.timing_method,

@@ -76,7 +76,7 @@ def prepare_c_function(task: CFunctionTask, settings: HarnessSettings, seed: int
     """Draw hidden inputs from ``seed``, run the reference on them, and time the sequential baseline."""
     rng = np.random.default_rng(seed)
     driver_c = driver_source(task)
-    exe = build_reference(driver_c, task.reference_c)
+    exe = build_reference(driver_c, task.reference_c, settings.reference_flags)
     configs = _test_config_indices(task)
     tests = [generate_case(task, configs[i % len(configs)], int(rng.integers(2**62))) for i in range(settings.n_tests)]
     expected, _ = _run_reference(exe, ["test"], tests, task, settings.reference_timeout_s)

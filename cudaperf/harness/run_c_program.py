@@ -108,7 +108,7 @@ def _run_trusted(exe: Path, args: list[str], stdin: bytes, timeout_s: float, wha
 def prepare_c_program(task: CProgramTask, settings: HarnessSettings, seed: int, *,
                       time_baseline: bool = True) -> PreparedCProgram:
     gen = build_c_program(task.input_generator_c, tag="c_program-gen")
-    ref = build_c_program(task.reference_c, tag="c_program-ref")
+    ref = build_c_program(task.reference_c, tag="c_program-ref", flags=settings.reference_flags)
     rng = np.random.default_rng(seed)
     timing_cfg = task.timing_config % task.n_configs
     test_cfgs = [c for c in range(task.n_configs) if c != timing_cfg] if task.n_configs >= 3 else list(

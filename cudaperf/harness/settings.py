@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cudaperf.harness.compile import DEFAULT_NVCC_FLAGS
+from cudaperf.harness.compile import DEFAULT_NVCC_FLAGS, REFERENCE_FLAGS
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class HarnessSettings:
     arch: str | None = None
     """``sm_XY``; None: the visible GPU's, or sm_90 without one."""
     nvcc_flags: tuple[str, ...] = DEFAULT_NVCC_FLAGS
+    reference_flags: tuple[str, ...] = REFERENCE_FLAGS
+    """gcc flags of the sequential C baseline: -O3, one thread (no OpenMP, no auto-parallelisation)."""
 
     def __post_init__(self) -> None:
         if self.n_tests < 5:
