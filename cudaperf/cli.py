@@ -254,6 +254,60 @@ def check(
 
 
 @app.command()
+def features(
+    file: Path = typer.Argument(..., help="A .cu file or a completion text (complete, partial or broken)."),
+    tier: str = typer.Option("paper", "--tier", help="paper: the 11 static features of the paper (tree-sitter); "
+                             "compiler: adds ptxas resources, theoretical occupancy and the SASS instruction mix "
+                             "(nvcc, no GPU)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (NaN as null)."),
+    block_size: Optional[int] = typer.Option(None, "--block-size", help="Compiler tier: block size for the "
+                                             "occupancy (default: read from the launches)."),
+    arch: str = typer.Option("sm_90", "--arch", help="Compiler tier: target architecture."),
+) -> None:
+    """Structural features of a CUDA source: the paper's 11 (default), plus the compiler tier."""
+    import math
+
+    from cudaperf.features import extract_paper_features, features_to_json
+    from cudaperf.harness.extract import extract_code
+
+    if tier not in ("paper", "compiler"):
+        _fail(f"unknown tier {tier!r}: choose paper or compiler (the profile tier is not in this release)")
+    if not file.exists():
+        _fail(f"file not found: {file}")
+    text = file.read_text(encoding="utf-8", errors="replace")
+    code = extract_code(text).code or text
+    out = features_to_json(extract_paper_features(code))
+    if tier == "compiler":
+        from cudaperf.features.compiler import compiler_features
+
+        cf = compiler_features(code, arch=arch, block_size=block_size)
+        out["compiler"] = {
+            "compile_ok": cf.compile_ok,
+            "values": {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in cf.values.items()},
+            "reasons": cf.reasons,
+            "per_kernel": {k: {n: (None if isinstance(v, float) and math.isnan(v) else v) for n, v in d.items()}
+                           for k, d in cf.per_kernel.items()},
+            "log": cf.log,
+        }
+    if as_json:
+        print(json.dumps(out, allow_nan=False, default=str))
+        return
+    table = Table(title=f"features of {file.name}")
+    table.add_column("feature")
+    table.add_column("value")
+    table.add_column("note")
+    rows = [(k, out[k], out["reasons"].get(k, "")) for k in
+            ("coal", "ai", "occ", "div", "xfer", "atomics", "syncthreads", "kernels", "tpb", "gmem_access", "ops")]
+    if tier == "compiler":
+        rows += [(k, v, out["compiler"]["reasons"].get(k, "")) for k, v in out["compiler"]["values"].items()]
+    for name, value, note in rows:
+        table.add_row(name, "NaN" if value is None else f"{value:.4g}", note)
+    console.print(table)
+    if out.get("parse_errors"):
+        console.print(f"[yellow]{out['parse_errors']} parse error(s): values read from what parsed[/]")
+
+
+@app.command()
 def doctor() -> None:
     """Check nvcc, gcc, CUPTI, the sandbox and the GPUs; say plainly what is missing."""
     from cudaperf.harness import compile as comp

@@ -70,3 +70,27 @@ def test_evaluate_a_jsonl_of_completions_resumes(tmp_path):
     bad.write_text('{"completion": 3}\n')
     r = runner.invoke(app, ["evaluate", "--task", "saxpy", "--candidate", str(bad)])
     assert r.exit_code == 2 and "needs a string 'completion'" in r.output
+
+
+PAPER_KEYS = {"coal", "ai", "occ", "div", "xfer", "atomics", "syncthreads", "kernels", "tpb", "gmem_access", "ops"}
+
+
+def test_features_json_has_the_eleven_keys_and_nulls(fixtures_dir, tmp_path):
+    r = runner.invoke(app, ["features", str(fixtures_dir / "saxpy" / "oob.cu"), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert PAPER_KEYS <= set(d) and d["kernels"] == 1 and d["tpb"] == 256
+    broken = tmp_path / "b.cu"
+    broken.write_text("__global__ void k(float* a) { a[threadIdx.x] = ")  # truncated
+    d = json.loads(runner.invoke(app, ["features", str(broken), "--json"]).output)
+    assert d["parse_errors"] > 0 and d["tpb"] is None and "tpb" in d["reasons"]
+    bad = runner.invoke(app, ["features", str(broken), "--tier", "profile"])
+    assert bad.exit_code == 2 and "profile tier is not in this release" in " ".join(bad.output.split())
+
+
+def test_features_compiler_tier(fixtures_dir):
+    r = runner.invoke(app, ["features", str(fixtures_dir / "saxpy" / "oob.cu"), "--tier", "compiler", "--json"])
+    assert r.exit_code == 0, r.output
+    c = json.loads(r.output)["compiler"]
+    assert c["compile_ok"] and c["values"]["registers_per_thread"] > 0
+    assert c["values"]["block_size"] == 256 and 0 < c["values"]["theoretical_occupancy"] <= 1
