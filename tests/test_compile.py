@@ -70,3 +70,10 @@ def test_trim_log_keeps_first_errors():
     log = "\n".join(["warning: meh"] * 50 + ["a.cu(3): error: bad thing", "  context", "  more"] * 30)
     out = trim_log(log, max_lines=9)
     assert out.startswith("a.cu(3): error: bad thing") and out.count("\n") <= 8
+
+
+def test_globals_and_constant_memory_are_allowed(saxpy):
+    src = ("__constant__ float coef[16];\n__device__ float dbuf[8];\nfloat* d_cache = 0;\n"
+           + _src("fast"))
+    b = build_candidate(saxpy, src, HarnessSettings())
+    assert b.stage == "ok", (b.stage, b.reasons, b.info.log)

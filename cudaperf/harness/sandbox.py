@@ -51,7 +51,8 @@ class SandboxLimits:
     """Resource limits for one run. Defaults fit a candidate test or timing run."""
 
     wall_s: float = 60.0
-    cpu_s: int = 120
+    cpu_s: int | None = None
+    """CPU seconds (RLIMIT_CPU); None: the wall-clock limit plus 10 s (a CUDA sync spin-waits on the CPU)."""
     file_size_bytes: int = 1 << 30
     """Largest file the program may write (outputs of large tests fit; a flood does not)."""
     max_processes: int = 512
@@ -210,7 +211,8 @@ def run_sandboxed(
     err_path = workdir / ".stderr"
 
     def limit_child() -> None:  # runs in the child between fork and exec
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
+        cpu = limits.cpu_s if limits.cpu_s is not None else int(limits.wall_s) + 10
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_bytes, limits.file_size_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))

@@ -115,22 +115,25 @@ def check_source(code: str, *, kind: str = "c_function", kernel_name: str | None
 
 
 ALLOWED_SYMBOL_PREFIXES = ("_Z", "DW.ref.", "__cudaRegisterLinkedBinary", "__nv_", "__fatbinwrap", "_fini", "_init")
+RESERVED_DATA_PREFIXES = ("__", "cuda", "cupti", "CUDA", "cudaperf")
+_FUNCTION_TYPES = set("TWi")  # nm: text (code), weak, indirect function
 
 
 def check_symbols(nm_output: str, allowed: set[str]) -> list[str]:
-    """Reasons to reject an object whose ``nm -g --defined-only`` output defines unmangled global symbols outside
-    ``allowed`` (they could replace functions of the C library, the CUDA runtime or the harness's driver)."""
-    bad = []
+    """Reasons to reject an object (``nm -g --defined-only`` output) that could replace functions of the C
+    library, the CUDA runtime or the harness's driver: unmangled global *functions* other than ``allowed``, and
+    global variables with reserved names. Ordinary host globals (``float *d_buf;``) are allowed."""
+    reasons = []
     for line in nm_output.splitlines():
         parts = line.split()
         if len(parts) < 3:
             continue
-        sym = parts[2]
+        kind, sym = parts[1], parts[2]
         if sym in allowed or sym.startswith(ALLOWED_SYMBOL_PREFIXES):
             continue
-        bad.append(sym)
-    return [
-        f"defines the global C symbol {s!r}: only the task's function may have C linkage "
-        "(make helpers static, or C++ functions)"
-        for s in bad
-    ]
+        if kind in _FUNCTION_TYPES:
+            reasons.append(f"defines the global C function {sym!r}: only the task's function may have C linkage "
+                           "(make helpers static, or C++ functions)")
+        elif sym.startswith(RESERVED_DATA_PREFIXES):
+            reasons.append(f"defines the global variable {sym!r} with a reserved name (make it static)")
+    return reasons
