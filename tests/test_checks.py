@@ -53,6 +53,8 @@ def test_bundled_candidates_pass_the_checks():
         (KERNEL + "#include <thread>\nvoid g() { std::thread t([]{}); }", "std::thread"),
         (KERNEL + "__attribute__((constructor)) static void early() {}", "constructor"),
         (KERNEL + "void g() { cudaDeviceReset(); }", "cudaDeviceReset"),
+        (KERNEL + 'extern "C" int cuptiActivityEnable(int k) { return 0; }', "profiler and driver are off limits"),
+        (KERNEL + "extern int cudaperf_probe_init(char*, int);", "profiler and driver are off limits"),
     ],
 )
 def test_rejections_have_reasons(src, reason):

@@ -2,7 +2,8 @@
 
 They catch what a sandbox cannot: code that only looks like CUDA (no kernel, or a kernel never launched), macros
 that redefine CUDA keywords (``#define __global__`` turns kernels into host functions; seen from a real small
-model), and host-side escapes (threads, processes, loader tricks, constructors, local includes). A second check,
+model), host-side escapes (threads, processes, loader tricks, constructors, local includes) and any mention of
+the harness's profiler (CUPTI) or driver symbols. A second check,
 after compilation, rejects objects that define unmangled global symbols other than the task's function (they
 could interpose library or harness functions such as the timer); see :func:`check_symbols`.
 """
@@ -108,6 +109,9 @@ def check_source(code: str, *, kind: str = "c_function", kernel_name: str | None
             reasons.append(f"calls {name}(): {why}, which candidates may not do")
     if re.search(r"\bstd::(thread|jthread|async)\b", text):
         reasons.append("uses std::thread/std::async: host threads are not allowed")
+    probe = re.search(r"\b(cupti\w*|cudaperf_\w*|InitializeInjection|CUDA_INJECTION64_PATH)\b", text, re.I)
+    if probe:
+        reasons.append(f"names {probe.group(1)}: the harness's profiler and driver are off limits")
     if re.search(r"__attribute__\s*\(\(\s*(constructor|destructor)", text):
         reasons.append("__attribute__((constructor/destructor)): code running outside the call is not allowed")
     return StaticCheckResult(ok=not reasons, reasons=tuple(dict.fromkeys(reasons)), kernels=tuple(kernels),
