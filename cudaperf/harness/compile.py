@@ -267,83 +267,81 @@ def _nvcc_in_sandbox(args: list[str], workdir: Path) -> tuple[bool, str]:
     return run.ok, log
 
 
+@lru_cache(maxsize=1)
+def _probe_source() -> str:
+    return (NATIVE_DIR / "probe.c").read_text()
+
+
+def _cached_nvcc_build(key: str, arch: str, all_flags: tuple[str, ...],
+                       build: Callable[[Path], tuple[str, str, tuple[str, ...], str]]) -> BuildOutcome:
+    """Return the cached outcome for ``key`` or run ``build(workdir)`` once and cache what it made.
+
+    ``build`` returns (stage, compiler log, rejection reasons, name of the executable in the workdir); stage
+    ``ok`` means the executable exists. Failures are cached too, with their trimmed log.
+    """
+    toolchain = f"{nvcc_version()}; {gcc_version()}"
+    t0 = time.monotonic()
+    hit = _lookup(key)
+    cached = hit is not None
+    if hit is None:
+        with Workdir(prefix="cudaperf-build-") as w:
+            stage, log, reasons, exe_name = build(w)
+            _store(key, w / exe_name if stage == "ok" else None,
+                   {"stage": stage, "log": trim_log(log), "reasons": list(reasons)})
+        hit = _lookup(key)
+        assert hit is not None
+    exe, meta = hit
+    info = CompileInfo(ok=exe is not None, compiler="nvcc", flags=all_flags, arch=arch, toolchain=toolchain,
+                       log=meta.get("log", ""), cached=cached, seconds=time.monotonic() - t0)
+    return BuildOutcome(exe=exe, info=info, stage=meta["stage"], reasons=tuple(meta.get("reasons", ())))
+
+
 def build_c_function_candidate(code: str, driver_c: str, function_name: str, *, arch: str | None = None,
                                flags: tuple[str, ...] = DEFAULT_NVCC_FLAGS) -> BuildOutcome:
     """Compile a ``c_function`` candidate, check its symbols, and link it with the driver and the probe."""
     arch = arch or default_arch()
-    toolchain = f"{nvcc_version()}; {gcc_version()}"
     all_flags = (f"-arch={arch}", *flags)
-    key = sha256("cfunc", code, driver_c, " ".join(all_flags), toolchain, str(cupti_paths()),
-                 (NATIVE_DIR / "probe.c").read_text())
-    t0 = time.monotonic()
-    hit = _lookup(key)
-    if hit is not None:
-        exe, meta = hit
-        info = CompileInfo(ok=exe is not None, compiler="nvcc", flags=all_flags, arch=arch, toolchain=toolchain,
-                           log=meta.get("log", ""), cached=True, seconds=time.monotonic() - t0)
-        return BuildOutcome(exe=exe, info=info, stage=meta["stage"], reasons=tuple(meta.get("reasons", ())))
-    driver_o = _driver_object(driver_c)
-    probe_o = _probe_object()
-    with Workdir(prefix="cudaperf-build-") as w:
+    key = sha256("cfunc", code, driver_c, " ".join(all_flags), f"{nvcc_version()}; {gcc_version()}",
+                 str(cupti_paths()), _probe_source())
+
+    def build(w: Path) -> tuple[str, str, tuple[str, ...], str]:
         (w / "candidate.cu").write_text(code)
         share_file(w / "candidate.cu")
         ok, log = _nvcc_in_sandbox([*all_flags, "-c", "candidate.cu", "-o", "candidate.o"], w)
-        stage, reasons = "ok", ()
         if not ok:
-            stage = "compile"
-        else:
-            nm = subprocess.run(["nm", "-g", "--defined-only", str(w / "candidate.o")], capture_output=True,
-                                text=True)
-            reasons = tuple(check_symbols(nm.stdout, {function_name}))
-            if reasons:
-                stage = "symbols"
-            else:
-                for obj in (driver_o, probe_o):
-                    shutil.copy2(obj, w / obj.name)
-                    share_file(w / obj.name)
-                link = [f"-arch={arch}", "candidate.o", driver_o.name, probe_o.name, "-o", "candidate", "-lm"]
-                paths = cupti_paths()
-                if paths:
-                    link += [f"-L{paths[1]}", "-lcupti", f"-Xlinker=-rpath={paths[1]}"]
-                ok, link_log = _nvcc_in_sandbox(link, w)
-                log += link_log
-                if not ok:
-                    stage = "link"
-        trimmed = trim_log(log)
-        _store(key, w / "candidate" if stage == "ok" else None, {"stage": stage, "log": trimmed,
-                                                                "reasons": list(reasons)})
-    hit = _lookup(key)
-    exe = hit[0] if hit else None
-    info = CompileInfo(ok=stage == "ok", compiler="nvcc", flags=all_flags, arch=arch, toolchain=toolchain,
-                       log=trimmed, cached=False, seconds=time.monotonic() - t0)
-    return BuildOutcome(exe=exe, info=info, stage=stage, reasons=reasons)
+            return "compile", log, (), "candidate"
+        nm = subprocess.run(["nm", "-g", "--defined-only", str(w / "candidate.o")], capture_output=True, text=True)
+        reasons = tuple(check_symbols(nm.stdout, {function_name}))
+        if reasons:
+            return "symbols", log, reasons, "candidate"
+        objs = [_driver_object(driver_c), _probe_object()]
+        for obj in objs:
+            shutil.copy2(obj, w / obj.name)
+            share_file(w / obj.name)
+        link = [f"-arch={arch}", "candidate.o", *(o.name for o in objs), "-o", "candidate", "-lm"]
+        paths = cupti_paths()
+        if paths:
+            link += [f"-L{paths[1]}", "-lcupti", f"-Xlinker=-rpath={paths[1]}"]
+        ok, link_log = _nvcc_in_sandbox(link, w)
+        return ("ok" if ok else "link"), log + link_log, (), "candidate"
+
+    return _cached_nvcc_build(key, arch, all_flags, build)
 
 
 def build_cuda_program(code: str, *, arch: str | None = None, flags: tuple[str, ...] = DEFAULT_NVCC_FLAGS,
-                       with_probe: bool = False, tag: str = "program") -> BuildOutcome:
+                       tag: str = "program") -> BuildOutcome:
     """Compile a whole CUDA program (``c_program`` candidates, ``cuda_kernel`` test programs) in the sandbox."""
     arch = arch or default_arch()
-    toolchain = f"{nvcc_version()}; {gcc_version()}"
     all_flags = (f"-arch={arch}", *flags)
-    key = sha256(tag, code, " ".join(all_flags), toolchain)
-    t0 = time.monotonic()
-    hit = _lookup(key)
-    if hit is not None:
-        exe, meta = hit
-        info = CompileInfo(ok=exe is not None, compiler="nvcc", flags=all_flags, arch=arch, toolchain=toolchain,
-                           log=meta.get("log", ""), cached=True, seconds=time.monotonic() - t0)
-        return BuildOutcome(exe=exe, info=info, stage=meta["stage"])
-    with Workdir(prefix="cudaperf-build-") as w:
+    key = sha256(tag, code, " ".join(all_flags), f"{nvcc_version()}; {gcc_version()}")
+
+    def build(w: Path) -> tuple[str, str, tuple[str, ...], str]:
         (w / "program.cu").write_text(code)
         share_file(w / "program.cu")
         ok, log = _nvcc_in_sandbox([*all_flags, "program.cu", "-o", "program", "-lm"], w)
-        stage = "ok" if ok else "compile"
-        trimmed = trim_log(log)
-        _store(key, w / "program" if ok else None, {"stage": stage, "log": trimmed})
-    hit = _lookup(key)
-    info = CompileInfo(ok=stage == "ok", compiler="nvcc", flags=all_flags, arch=arch, toolchain=toolchain,
-                       log=trimmed, cached=False, seconds=time.monotonic() - t0)
-    return BuildOutcome(exe=hit[0] if hit else None, info=info, stage=stage)
+        return ("ok" if ok else "compile"), log, (), "program"
+
+    return _cached_nvcc_build(key, arch, all_flags, build)
 
 
 def build_c_program(source: str, *, tag: str = "cprog", flags: tuple[str, ...] = REFERENCE_FLAGS) -> Path:

@@ -32,10 +32,6 @@ class Stage(str, Enum):
     CORRECT = "correct"
     TIMED = "timed"
 
-    @property
-    def rank(self) -> int:
-        return list(Stage).index(self)
-
 
 class FailureKind(str, Enum):
     NO_CODE = "no_code"
