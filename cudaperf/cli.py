@@ -263,17 +263,27 @@ def features(
     block_size: Optional[int] = typer.Option(None, "--block-size", help="Compiler tier: block size for the "
                                              "occupancy (default: read from the launches)."),
     arch: str = typer.Option("sm_90", "--arch", help="Compiler tier: target architecture."),
+    task: Optional[str] = typer.Option(None, "--task", "-t", help="Profile tier: the c_function task the "
+                                       "candidate solves (it is run on one hidden input at the timing size)."),
+    tasks: str = typer.Option("builtin", "--tasks", help=TASKS_HELP),
+    gpu: Optional[int] = typer.Option(None, "--gpu", help="Profile tier: GPU index (default: the first visible)."),
 ) -> None:
-    """Structural features of a CUDA source: the paper's 11 (default), plus the compiler tier."""
+    """Structural features of a CUDA source: the paper's 11 (default), plus the compiler and profile tiers.
+
+    The profile tier runs the candidate under Nsight Compute (ncu --clock-control none) in the sandbox: it needs
+    a GPU, ncu, and --task.
+    """
     import math
 
     from cudaperf.features import extract_paper_features, features_to_json
     from cudaperf.harness.extract import extract_code
 
-    if tier not in ("paper", "compiler"):
-        _fail(f"unknown tier {tier!r}: choose paper or compiler (the profile tier is not in this release)")
+    if tier not in ("paper", "compiler", "profile"):
+        _fail(f"unknown tier {tier!r}: choose paper, compiler or profile")
     if not file.exists():
         _fail(f"file not found: {file}")
+    if tier == "profile" and not task:
+        _fail("the profile tier runs the candidate, so it needs the task it solves: --task ID (see --tasks)")
     text = file.read_text(encoding="utf-8", errors="replace")
     code = extract_code(text).code or text
     out = features_to_json(extract_paper_features(code))
@@ -289,6 +299,21 @@ def features(
                            for k, d in cf.per_kernel.items()},
             "log": cf.log,
         }
+    if tier == "profile":
+        from cudaperf.features.profile import ProfilerUnavailable, profile_features
+        from cudaperf.tasks import find_task
+
+        try:
+            t = find_task(_load(tasks), task)
+        except TaskError as exc:
+            _fail(str(exc))
+        try:
+            pf = profile_features(t, code, gpu_index=gpu)
+        except (ProfilerUnavailable, NotImplementedError) as exc:
+            _fail(str(exc))
+        out["profile"] = pf.to_json()
+        if not pf.ok:
+            err.print(f"[red]profile tier failed[/] ({pf.attributed_to}): {pf.error}")
     if as_json:
         print(json.dumps(out, allow_nan=False, default=str))
         return
@@ -300,6 +325,8 @@ def features(
             ("coal", "ai", "occ", "div", "xfer", "atomics", "syncthreads", "kernels", "tpb", "gmem_access", "ops")]
     if tier == "compiler":
         rows += [(k, v, out["compiler"]["reasons"].get(k, "")) for k, v in out["compiler"]["values"].items()]
+    if tier == "profile" and out["profile"]["ok"]:
+        rows += [(f"profile.{k}", v, out["profile"]["reasons"].get(k, "")) for k, v in out["profile"]["values"].items()]
     for name, value, note in rows:
         table.add_row(name, "NaN" if value is None else f"{value:.4g}", note)
     console.print(table)
@@ -354,6 +381,199 @@ def doctor() -> None:
 
 def main() -> None:  # pragma: no cover
     app()
+
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# cudaperf dataset ...
+
+dataset_app = typer.Typer(help="The built-in C->CUDA dataset: generate it from the task families, measure its "
+                          "candidates on the local GPUs, add external candidates, print statistics.",
+                          no_args_is_help=True)
+app.add_typer(dataset_app, name="dataset")
+
+DATASET_HELP = "Dataset directory (default: the one shipped in the package, cudaperf/data/dataset)."
+
+
+def _dataset_dir(path: Optional[Path]) -> Path:
+    from cudaperf.dataset.store import default_dataset_dir
+
+    return path or default_dataset_dir()
+
+
+def _open_dataset(path: Optional[Path], missing_ok: bool = False):
+    from cudaperf.dataset.store import Dataset, DatasetError
+
+    try:
+        return Dataset.load(_dataset_dir(path), missing_ok=missing_ok)
+    except DatasetError as exc:
+        _fail(str(exc))
+
+
+def _bar():
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err, transient=False)
+
+
+@dataset_app.command("build")
+def dataset_build(
+    dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
+    families: Optional[str] = typer.Option(None, "--families", help="Comma-separated families (default: all)."),
+    n_tasks: Optional[int] = typer.Option(None, "--n-tasks", help="Tasks per family (default: each family's own)."),
+) -> None:
+    """Generate tasks and CUDA variants from the task families (no GPU needed).
+
+    Measurements of unchanged variants and external candidates are kept; rerunning is safe.
+    """
+    from cudaperf.dataset.build import SPLIT_RULES, build
+    from cudaperf.tasks.schema import TaskError
+
+    ds = _open_dataset(dataset, missing_ok=True)
+    fams = [f.strip() for f in families.split(",")] if families else None
+    with _bar() as bar:
+        tid = bar.add_task("generating", total=None)
+        try:
+            info = build(ds, families=fams, n_tasks=n_tasks,
+                         progress=lambda i, n: bar.update(tid, completed=i, total=n))
+        except (ValueError, TaskError) as exc:
+            _fail(str(exc))
+    version = ds.save({"split_rules": SPLIT_RULES})
+    err.print(f"{info['tasks']} tasks from {info['families']} families, {info['candidates']} candidates; "
+              f"{info['measurements_kept']} measurements kept, {info['measurements_dropped']} dropped (code changed); "
+              f"version {version} in {ds.root}")
+
+
+@dataset_app.command("measure")
+def dataset_measure(
+    dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
+    families: Optional[str] = typer.Option(None, "--families", help="Only these families (comma-separated)."),
+    remeasure: bool = typer.Option(False, "--remeasure", help="Measure candidates that already have a scored "
+                                   "measurement again (a new run; the old rows stay)."),
+    sample: Optional[float] = typer.Option(None, "--sample", help="Measure this fraction of the tasks (all their "
+                                           "candidates), drawn with --seed; with --remeasure, a reproducibility "
+                                           "check."),
+    seed: int = typer.Option(0, "--seed"),
+    limit_tasks: Optional[int] = typer.Option(None, "--limit-tasks", help="At most this many tasks."),
+    per_family: Optional[int] = typer.Option(None, "--per-family", help="At most this many tasks per family "
+                                             "(drawn with --seed): a quick stratified sample."),
+    store: Optional[Path] = typer.Option(None, "--store", help="Raw results JSONL (resumable; default "
+                                         "DATASET/runs/RUN_ID.jsonl)."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="Resume this run (same --store)."),
+) -> None:
+    """Measure candidates with the harness on the local GPUs (compile in parallel, then one worker per GPU).
+
+    Results are appended to a JSONL store as they complete; rerun with the same --store and --run-id to resume.
+    """
+    from cudaperf.dataset.measure import measure, new_run_id, select_candidates
+
+    ds = _open_dataset(dataset)
+    fams = [f.strip() for f in families.split(",")] if families else None
+    cands = select_candidates(ds, families=fams, remeasure=remeasure, sample_tasks=sample, seed=seed,
+                              limit_tasks=limit_tasks, tasks_per_family=per_family)
+    if not cands:
+        err.print("nothing to measure: every selected candidate has a scored measurement (use --remeasure)")
+        return
+    run_id = run_id or new_run_id()
+    err.print(f"measuring {len(cands)} candidates of {len({c['task_id'] for c in cands})} tasks; run {run_id}")
+    with _bar() as bar:
+        ids = {}
+
+        def progress(phase: str, i: int, n: int) -> None:
+            if phase not in ids:
+                ids[phase] = bar.add_task("compiling" if phase == "compile" else "running on GPU", total=n)
+            bar.update(ids[phase], completed=i)
+
+        summary = measure(ds, cands, store_path=store, run_id=run_id, progress=progress)
+    version = ds.save()
+    b = summary.batch
+    if not b.gpus:
+        err.print("[yellow]no GPU visible:[/] candidates were compiled but not run; their rows are unscored")
+    err.print(f"run {run_id}: {summary.n_candidates} candidates, compile {b.compile_wall_s:.0f} s "
+              f"({b.compile_per_min:.0f}/min), GPU {b.run_wall_s:.0f} s ({b.run_per_min:.1f}/min) on GPUs "
+              f"{list(b.gpus)}; total {summary.wall_s:.0f} s; dataset version {version}")
+
+
+@dataset_app.command("ingest")
+def dataset_ingest(
+    store: Path = typer.Argument(..., help="A results JSONL written by `cudaperf dataset measure --store`."),
+    run_id: str = typer.Option(..., "--run-id", help="The run these results belong to."),
+    dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
+) -> None:
+    """Add the results of an interrupted or remote measurement run to the dataset's measurements."""
+    from cudaperf.dataset.measure import ingest
+    from cudaperf.harness.store import ResultStore
+
+    if not store.exists():
+        _fail(f"file not found: {store}")
+    ds = _open_dataset(dataset)
+    n = ingest(ds, ResultStore(store).read(), run_id)
+    version = ds.save()
+    err.print(f"ingested {n} results of run {run_id}; dataset version {version}")
+
+
+@dataset_app.command("add-candidates")
+def dataset_add_candidates(
+    file: Path = typer.Argument(..., help="A .jsonl of {task_id, name, code or completion, tags?} rows (e.g. "
+                                "model-generated variants)."),
+    dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
+    measure_now: bool = typer.Option(False, "--measure", help="Measure the new candidates right away (GPU)."),
+) -> None:
+    """Add external candidates to the dataset (origin "external"), in the same format as the family variants."""
+    from cudaperf.dataset.external import AddError, add_candidates
+
+    ds = _open_dataset(dataset)
+    try:
+        added = add_candidates(ds, file)
+    except AddError as exc:
+        _fail(str(exc))
+    version = ds.save()
+    err.print(f"added {len(added)} candidates; dataset version {version}")
+    if measure_now and added:
+        from cudaperf.dataset.measure import measure
+
+        summary = measure(ds, added)
+        version = ds.save()
+        err.print(f"measured {summary.n_candidates} in {summary.wall_s:.0f} s; dataset version {version}")
+
+
+@dataset_app.command("stats")
+def dataset_stats(
+    dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (n_tasks, n_families, n_candidates, "
+                                 "n_valid_candidates, ...)."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Also write a speedup-by-strategy plot (PNG)."),
+) -> None:
+    """Counts, the paper's filter (>= 5 valid variants, one >= 1.5x), speedups by strategy, reproducibility."""
+    import math
+
+    from cudaperf.dataset.measure import plot_speedup_by_strategy, stats
+
+    ds = _open_dataset(dataset)
+    s = stats(ds)
+    if plot is not None:
+        try:
+            plot_speedup_by_strategy(ds, plot)
+            err.print(f"plot written to {plot}")
+        except ValueError as exc:
+            err.print(f"[yellow]no plot:[/] {exc}")
+    if as_json:
+        clean = json.loads(json.dumps(s, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v))
+        print(json.dumps(clean, allow_nan=False, default=str))
+        return
+    table = Table(title=f"dataset {s['version']} ({ds.root})")
+    for col in ("family", "split", "tasks", "candidates", "measured", "valid", "kept tasks"):
+        table.add_column(col)
+    for f, r in s["families"].items():
+        table.add_row(f, r["split_family"], str(r["tasks"]), str(r["candidates"]), str(r["measured"]),
+                      str(r["valid"]), str(r["kept_tasks"]))
+    console.print(table)
+    console.print(f"{s['n_tasks']} tasks, {s['n_families']} families, {s['n_candidates']} candidates, "
+                  f"{s['n_measured_candidates']} measured, {s['n_valid_candidates']} valid; "
+                  f"{s['n_kept_tasks']} tasks pass the filter; dropped: {s['dropped_tasks'] or 'none'}")
+    rep = s["reproducibility"]
+    if rep.get("pairs"):
+        console.print(f"re-measured {rep['pairs']} candidates: median |log speedup ratio| "
+                      f"{rep['median_abs_log_ratio']:.3f}")
 
 
 if __name__ == "__main__":  # pragma: no cover

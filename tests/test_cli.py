@@ -85,7 +85,9 @@ def test_features_json_has_the_eleven_keys_and_nulls(fixtures_dir, tmp_path):
     d = json.loads(runner.invoke(app, ["features", str(broken), "--json"]).output)
     assert d["parse_errors"] > 0 and d["tpb"] is None and "tpb" in d["reasons"]
     bad = runner.invoke(app, ["features", str(broken), "--tier", "profile"])
-    assert bad.exit_code == 2 and "profile tier is not in this release" in " ".join(bad.output.split())
+    assert bad.exit_code == 2 and "needs the task it solves: --task" in " ".join(bad.output.split())
+    bad = runner.invoke(app, ["features", str(broken), "--tier", "roofline"])
+    assert bad.exit_code == 2 and "choose paper, compiler or profile" in " ".join(bad.output.split())
 
 
 def test_features_compiler_tier(fixtures_dir):

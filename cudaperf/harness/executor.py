@@ -82,8 +82,15 @@ def run_batch(
     gpus: Sequence[int] | None = None,
     compile_workers: int | None = None,
     progress: ProgressFn | None = None,
+    prepare_ahead: int = 1,
+    prepare_workers: int = 1,
 ) -> BatchSummary:
-    """Evaluate ``jobs``; append each result to ``store`` as it completes; skip jobs already scored there."""
+    """Evaluate ``jobs``; append each result to ``store`` as it completes; skip jobs already scored there.
+
+    ``prepare_ahead``: tasks prepared on CPU threads while the GPUs run candidates (0: prepare in the GPU worker,
+    nothing overlaps); ``prepare_workers``: threads preparing. Each prepared task holds its inputs and expected
+    outputs in memory, so this bounds memory as well.
+    """
     settings = settings or HarnessSettings()
     store = store if isinstance(store, ResultStore) else ResultStore(store)
     by_id = {t.id: t for t in tasks}
@@ -154,14 +161,7 @@ def run_batch(
     n_total = sum(len(v) for v in per_task.values())
     counter = [0]
 
-    def run_task(task: Task, task_jobs: list[Job], gpu: int | None) -> None:
-        prepared = None
-        prep_error = None
-        if gpu is not None:
-            try:
-                prepared = prepare_task(task, settings)
-            except (HarnessError, ToolchainError, OSError) as exc:
-                prep_error = f"{type(exc).__name__}: {exc}"
+    def run_task(task: Task, task_jobs: list[Job], gpu: int | None, prepared, prep_error: str | None) -> None:
         for job in task_jobs:
             code, build = builds[(job.task_id, job.candidate_id)]
             if prep_error is not None:
@@ -177,19 +177,92 @@ def run_batch(
             if progress:
                 progress("run", n, n_total)
 
+    # Tasks are prepared (hidden inputs, reference outputs, the timed sequential baseline) on CPU threads ahead
+    # of the GPU workers, at most ``prepare_ahead`` waiting at a time, so the GPUs do not idle while the
+    # reference runs. With prepare_ahead=0 each GPU worker prepares its own task just before running it.
+    n_workers = len(gpus) if gpus else 1
+    ready: queue.Queue = queue.Queue(maxsize=max(1, prepare_ahead))
+
+    def prepare(tid: str):
+        if not gpus:
+            return tid, None, None
+        try:
+            return tid, prepare_task(by_id[tid], settings), None
+        except (HarnessError, ToolchainError, OSError) as exc:
+            return tid, None, f"{type(exc).__name__}: {exc}"
+
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def put(item) -> None:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.5)
+                return
+            except queue.Full:
+                continue
+
     def worker(gpu: int | None) -> None:
+        try:
+            _worker(gpu)
+        except BaseException as exc:  # a programming error: stop everything, re-raised below
+            errors.append(exc)
+            stop.set()
+
+    def _worker(gpu: int | None) -> None:
+        if prepare_ahead <= 0:
+            while True:
+                try:
+                    tid = work.get_nowait()
+                except queue.Empty:
+                    return
+                _, prep, err = prepare(tid)
+                run_task(by_id[tid], per_task[tid], gpu, prep, err)
         while True:
             try:
-                tid = work.get_nowait()
+                item = ready.get(timeout=0.5)
             except queue.Empty:
+                if stop.is_set():
+                    return
+                continue
+            if item is None:
+                put(None)  # let the other workers see the end too
                 return
-            run_task(by_id[tid], per_task[tid], gpu)
+            tid, prep, err = item
+            run_task(by_id[tid], per_task[tid], gpu, prep, err)
 
+    producers = []
+    if prepare_ahead > 0:
+        n_prod = max(1, min(prepare_workers, len(per_task)))
+        done_producers = [0]
+        plock = threading.Lock()
+
+        def producer_wrapper() -> None:
+            # only the last producer to finish posts the end marker
+            while True:
+                try:
+                    tid = work.get_nowait()
+                except queue.Empty:
+                    break
+                if stop.is_set():
+                    return
+                put(prepare(tid))
+            with plock:
+                done_producers[0] += 1
+                last = done_producers[0] == n_prod
+            if last:
+                put(None)
+
+        producers = [threading.Thread(target=producer_wrapper, daemon=True) for _ in range(n_prod)]
+        for t in producers:
+            t.start()
     threads = [threading.Thread(target=worker, args=(g,), daemon=True) for g in (gpus or (None,))]
     for t in threads:
         t.start()
-    for t in threads:
+    for t in threads + producers:
         t.join()
+    if errors:
+        raise errors[0]
     run_wall = time.monotonic() - t1
     return BatchSummary(n_jobs=len(jobs), n_skipped=len(jobs) - len(todo), n_compiled=n_compiled,
                         compile_wall_s=compile_wall, run_wall_s=run_wall, n_run=n_total, gpus=gpus,

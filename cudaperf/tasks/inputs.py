@@ -53,6 +53,15 @@ def _draw(rng: np.random.Generator, dist: Distribution, ctype: str, n: int | Non
         return rng.permutation(n).astype(dtype)
     low = eval_expr(dist.low, env)
     high = eval_expr(dist.high, env)
+    if kind == "offsets":
+        if n is None or n < 1:
+            raise ValueError("offsets needs an array of length >= 1")
+        total = int(high)
+        cuts = np.sort(rng.integers(0, total + 1, size=n - 2, dtype=np.int64)) if n > 2 else np.zeros(0, np.int64)
+        return np.concatenate([[0], cuts, [total]])[:n].astype(dtype) if n > 1 else np.zeros(1, dtype)
+    if kind == "sorted":
+        base = Distribution("randint" if not is_float_type(ctype) else "uniform", dist.low, dist.high)
+        return np.sort(_draw(rng, base, ctype, n, env)) if n is not None else _draw(rng, base, ctype, None, env)
     if kind == "randint" or not is_float_type(ctype):
         lo, hi = int(low), int(high)
         if hi <= lo:

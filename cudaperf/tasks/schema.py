@@ -127,11 +127,13 @@ class Distribution:
     """How to draw values for one argument.
 
     ``kind``: ``uniform`` (floats in [low, high)), ``randint`` (integers in [low, high)), ``const`` (``value``),
-    ``permutation`` (a permutation of 0..length-1, for index arrays), ``arange`` (0, 1, 2, ...).
+    ``permutation`` (a permutation of 0..length-1, for index arrays), ``arange`` (0, 1, 2, ...),
+    ``offsets`` (CSR row pointers: non-decreasing integers from 0 to ``high``, e.g. ``high: "nnz"``),
+    ``sorted`` (``uniform``/``randint`` values in [low, high), sorted ascending).
     ``low``, ``high`` and ``value`` may be expressions over the size parameters (``"n"``).
     """
 
-    kind: Literal["uniform", "randint", "const", "permutation", "arange"] = "uniform"
+    kind: Literal["uniform", "randint", "const", "permutation", "arange", "offsets", "sorted"] = "uniform"
     low: float | int | str = -1.0
     high: float | int | str = 1.0
     value: float | int | str = 0
@@ -270,13 +272,16 @@ def _tolerance(d: Mapping[str, Any] | None, tid: str, default: Tolerance) -> Tol
     return tol
 
 
+DISTRIBUTION_KINDS = ("uniform", "randint", "const", "permutation", "arange", "offsets", "sorted")
+
+
 def _dist(d: Any, tid: str, arg: str) -> Distribution:
     if d is None:
         return Distribution()
     if not isinstance(d, Mapping):
         raise TaskError(f"task {tid}: argument {arg!r}: 'dist' must be an object")
     kind = d.get("kind", "uniform")
-    if kind not in ("uniform", "randint", "const", "permutation", "arange"):
+    if kind not in DISTRIBUTION_KINDS:
         raise TaskError(f"task {tid}: argument {arg!r}: unknown distribution kind {kind!r}")
     return Distribution(kind=kind, low=d.get("low", -1.0), high=d.get("high", 1.0), value=d.get("value", 0))
 

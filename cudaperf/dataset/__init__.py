@@ -1,0 +1,1 @@
+"""The built-in C->CUDA dataset: parametric task families, their CUDA variants, and their measurements."""

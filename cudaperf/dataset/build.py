@@ -1,0 +1,74 @@
+"""Generate the dataset's tasks and variants from the families; fixed splits by task and by family."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Callable, Sequence
+
+from cudaperf.dataset.family import build_task
+from cudaperf.dataset.families import all_families
+from cudaperf.dataset.store import Dataset
+from cudaperf.harness.evaluate import code_sha256
+from cudaperf.tasks.schema import Task, task_from_dict
+
+SPLIT_RULES = {
+    "split_task": "sha256('task-split:' + task id) as a fraction u of 2^64: u < 0.8 train, u < 0.9 val, else test",
+    "split_family": "sha256('family-split:' + family) as a fraction u: u < 0.2 test (families never seen in "
+                    "training), else train",
+}
+
+
+def _unit(text: str) -> float:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") / 2.0**64
+
+
+def task_split(task_id: str) -> str:
+    u = _unit(f"task-split:{task_id}")
+    return "train" if u < 0.8 else "val" if u < 0.9 else "test"
+
+
+def family_split(family: str) -> str:
+    return "test" if _unit(f"family-split:{family}") < 0.2 else "train"
+
+
+def build(ds: Dataset, *, families: Sequence[str] | None = None, n_tasks: int | None = None,
+          progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """(Re)generate the family tasks and variants into ``ds`` (in memory; the caller saves).
+
+    External candidates and measurements are kept when their task still exists and, for measurements, when the
+    candidate's code is unchanged (same sha256); measurements of changed or removed variants are dropped.
+    """
+    fams = all_families()
+    unknown = sorted(set(families or ()) - set(fams))
+    if unknown:
+        raise ValueError(f"unknown families {unknown}; known: {', '.join(sorted(fams))}")
+    chosen = [fams[n] for n in (families or sorted(fams))]
+    todo = [(f, i) for f in chosen for i in range(n_tasks if n_tasks is not None else f.n_tasks)]
+    regenerated = {f.name for f in chosen}
+    tasks = [t for t in ds.tasks if t["family"] not in regenerated]
+    cands = [c for c in ds.candidates if c["family"] not in regenerated or c["origin"] != "family"]
+    for k, (fam, i) in enumerate(todo, 1):
+        bt = build_task(fam, i)
+        tasks.append({"id": bt.task.id, "family": fam.name, "index": i, "task": json.dumps(bt.task_dict),
+                      "params": json.dumps(bt.params, default=str), "split_task": task_split(bt.task.id),
+                      "split_family": family_split(fam.name)})
+        for v in bt.variants:
+            cands.append({"candidate_id": f"{bt.task.id}/{v.name}", "task_id": bt.task.id, "family": fam.name,
+                          "name": v.name, "tags": list(v.tags), "origin": "family", "code": v.code,
+                          "code_sha256": code_sha256(v.code)})
+        if progress:
+            progress(k, len(todo))
+    task_ids = {t["id"] for t in tasks}
+    cands = [c for c in cands if c["task_id"] in task_ids]
+    by_id = {c["candidate_id"]: c["code_sha256"] for c in cands}
+    kept = [m for m in ds.measurements if by_id.get(m["candidate_id"]) == m["code_sha256"]]
+    dropped = len(ds.measurements) - len(kept)
+    ds.tasks, ds.candidates, ds.measurements = tasks, cands, kept
+    return {"families": len({t["family"] for t in tasks}), "tasks": len(tasks), "candidates": len(cands),
+            "measurements_kept": len(kept), "measurements_dropped": dropped}
+
+
+def dataset_tasks(ds: Dataset) -> dict[str, Task]:
+    """The dataset's tasks as harness task records, by id."""
+    return {t["id"]: task_from_dict({**json.loads(t["task"]), "id": t["id"]}) for t in ds.tasks}

@@ -1,0 +1,270 @@
+"""Measure dataset candidates with the harness on the local GPUs; summarise, filter and plot the measurements."""
+
+from __future__ import annotations
+
+import math
+import random
+import socket
+import statistics
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from cudaperf.dataset.build import dataset_tasks
+from cudaperf.dataset.store import Dataset
+from cudaperf.harness.executor import BatchSummary, Job, run_batch
+from cudaperf.harness.result import EvaluationResult
+from cudaperf.harness.settings import HarnessSettings
+from cudaperf.harness.store import ResultStore
+
+MEASURE_SETTINGS = HarnessSettings(budget_ms=1000.0, max_reps=50, timing_timeout_s=120.0, test_timeout_s=60.0)
+"""The harness settings of a dataset measurement: the default tests and timing rules, with a 1 s timing budget
+per candidate (>= 5 timed calls, stopping early once the cv is below 2 %)."""
+
+MIN_VALID = 5
+MIN_BEST_SPEEDUP = 1.5
+
+
+def new_run_id() -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{socket.gethostname()[:12]}-{uuid.uuid4().hex[:6]}"
+
+
+def measurement_row(r: EvaluationResult, candidate_id: str, run_id: str) -> dict[str, Any]:
+    env = r.environment
+    ct, bt = r.candidate_timing, r.baseline_timing
+    return {
+        "candidate_id": candidate_id, "task_id": r.task_id, "code_sha256": r.code_sha256, "run_id": run_id,
+        "measured_at": r.created_at, "status": r.status, "correct": bool(r.correct), "stage": str(r.stage.value
+                                                                                                   if hasattr(r.stage, "value") else r.stage),
+        "failure_kind": r.failure.kind.value if r.failure else None,
+        "failure": r.failure.message[:500] if r.failure else None,
+        "pass_fraction": r.pass_fraction, "speedup": r.speedup,
+        "candidate_median_ms": ct.median_ms if ct else None, "candidate_cv": ct.cv if ct else None,
+        "baseline_median_ms": bt.median_ms if bt else None, "baseline_cv": bt.cv if bt else None,
+        "kernels_in_timed_call": r.gpu_evidence.kernels_in_timed_call if r.gpu_evidence else None,
+        "gpu": env.gpu if env else None, "driver": env.driver if env else None, "cuda": env.cuda if env else None,
+        "host": env.host if env else None, "timing_method": env.timing_method if env else None,
+    }
+
+
+@dataclass(frozen=True)
+class MeasureSummary:
+    run_id: str
+    n_candidates: int
+    n_tasks: int
+    batch: BatchSummary
+    wall_s: float
+
+
+def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, remeasure: bool = False,
+                      sample_tasks: float | None = None, seed: int = 0, limit_tasks: int | None = None,
+                      candidate_ids: Sequence[str] | None = None,
+                      tasks_per_family: int | None = None) -> list[dict[str, Any]]:
+    """Candidates to measure: by default those with no scored measurement yet; ``sample_tasks`` draws that
+    fraction of the tasks (all their candidates) with ``seed``, for re-measurement."""
+    measured = {m["candidate_id"] for m in ds.measurements if m["status"] == "scored"}
+    cands = [c for c in ds.candidates if (families is None or c["family"] in families)
+             and (candidate_ids is None or c["candidate_id"] in candidate_ids)]
+    if not remeasure:
+        cands = [c for c in cands if c["candidate_id"] not in measured]
+    task_ids = sorted({c["task_id"] for c in cands})
+    if sample_tasks is not None:
+        rng = random.Random(seed)
+        task_ids = sorted(rng.sample(task_ids, max(1, round(sample_tasks * len(task_ids))))) if task_ids else []
+    if tasks_per_family is not None:
+        fam_of = {t["id"]: t["family"] for t in ds.tasks}
+        rng = random.Random(seed)
+        by_fam: dict[str, list[str]] = defaultdict(list)
+        for t in task_ids:
+            by_fam[fam_of[t]].append(t)
+        task_ids = sorted(t for ts in by_fam.values() for t in rng.sample(ts, min(tasks_per_family, len(ts))))
+    if limit_tasks is not None:
+        task_ids = task_ids[:limit_tasks]
+    keep = set(task_ids)
+    return [c for c in cands if c["task_id"] in keep]
+
+
+def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path | None = None,
+            run_id: str | None = None, settings: HarnessSettings = MEASURE_SETTINGS,
+            gpus: Sequence[int] | None = None, progress: Callable[[str, int, int], None] | None = None,
+            save_every_s: float = 60.0) -> MeasureSummary:
+    """Evaluate ``candidates`` through the harness (compile pool, then one worker per GPU); results go to a
+    resumable JSONL store and, as rows, into ``ds.measurements`` (saved at the end)."""
+    run_id = run_id or new_run_id()
+    store = ResultStore(store_path or ds.root / "runs" / f"{run_id}.jsonl")
+    tasks = dataset_tasks(ds)
+    by_key = {(c["task_id"], c["name"]): c for c in candidates}
+    jobs = [Job(c["task_id"], c["name"], c["code"]) for c in candidates]
+    t0 = time.monotonic()
+    summary = run_batch([tasks[t] for t in sorted({c["task_id"] for c in candidates})], jobs, store,
+                        settings=settings, gpus=gpus, progress=progress, prepare_ahead=2, prepare_workers=1)
+    ingest(ds, store.read(), run_id, by_key)
+    return MeasureSummary(run_id, len(candidates), len({c["task_id"] for c in candidates}), summary,
+                          time.monotonic() - t0)
+
+
+def ingest(ds: Dataset, results: Sequence[EvaluationResult], run_id: str,
+           by_key: dict[tuple[str, str], dict[str, Any]] | None = None) -> int:
+    """Add harness results to the measurements table (one row per candidate and run; a later result for the
+    same key replaces an earlier one, so a resumed run keeps its latest word)."""
+    if by_key is None:
+        by_key = {(c["task_id"], c["name"]): c for c in ds.candidates}
+    rows = {(m["candidate_id"], m["run_id"]): m for m in ds.measurements}
+    n = 0
+    for r in results:
+        c = by_key.get((r.task_id, r.candidate_id))
+        if c is None:
+            continue
+        rows[(c["candidate_id"], run_id)] = measurement_row(r, c["candidate_id"], run_id)
+        n += 1
+    ds.measurements = list(rows.values())
+    return n
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Summaries
+
+
+def _gmean(xs: list[float]) -> float:
+    xs = [x for x in xs if x is not None and x > 0]
+    return math.exp(statistics.fmean(math.log(x) for x in xs)) if xs else math.nan
+
+
+def candidate_summary(ds: Dataset) -> dict[str, dict[str, Any]]:
+    """Per candidate over its scored measurements: valid (correct in every scored run), speedup (geometric mean
+    over the runs), runs."""
+    per: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for m in ds.measurements:
+        if m["status"] == "scored":
+            per[m["candidate_id"]].append(m)
+    out = {}
+    for c in ds.candidates:
+        ms = per.get(c["candidate_id"], [])
+        valid = bool(ms) and all(m["correct"] for m in ms)
+        sp = _gmean([m["speedup"] for m in ms if m["correct"] and m["speedup"]]) if valid else math.nan
+        out[c["candidate_id"]] = {"measured": bool(ms), "valid": valid, "speedup": sp, "runs": len(ms),
+                                  "failure_kinds": sorted({m["failure_kind"] for m in ms if m["failure_kind"]})}
+    return out
+
+
+def task_filter(ds: Dataset, cs: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
+    """The paper's filter per task: ``kept``, or why it is dropped (unmeasured, too few valid variants, no variant
+    at least 1.5x faster than the sequential C)."""
+    cs = cs or candidate_summary(ds)
+    by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for c in ds.candidates:
+        by_task[c["task_id"]].append(cs[c["candidate_id"]])
+    verdict = {}
+    for t in ds.tasks:
+        rows = by_task.get(t["id"], [])
+        if not any(r["measured"] for r in rows):
+            verdict[t["id"]] = "unmeasured"
+            continue
+        valid = [r for r in rows if r["valid"]]
+        best = max((r["speedup"] for r in valid if not math.isnan(r["speedup"])), default=0.0)
+        if len(valid) < MIN_VALID:
+            verdict[t["id"]] = f"fewer than {MIN_VALID} valid variants"
+        elif best < MIN_BEST_SPEEDUP:
+            verdict[t["id"]] = f"no variant >= {MIN_BEST_SPEEDUP}x faster than sequential"
+        else:
+            verdict[t["id"]] = "kept"
+    return verdict
+
+
+def reproducibility(ds: Dataset) -> dict[str, Any]:
+    """|log(speedup_a / speedup_b)| over candidates correct in two or more scored runs (first two runs)."""
+    per: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for m in sorted(ds.measurements, key=lambda m: m["measured_at"] or ""):
+        if m["status"] == "scored" and m["correct"] and m["speedup"]:
+            per[m["candidate_id"]].append(m)
+    diffs = sorted(abs(math.log(v[0]["speedup"] / v[1]["speedup"])) for v in per.values() if len(v) >= 2)
+    if not diffs:
+        return {"pairs": 0}
+    return {"pairs": len(diffs), "median_abs_log_ratio": statistics.median(diffs),
+            "p90_abs_log_ratio": diffs[int(0.9 * (len(diffs) - 1))], "max_abs_log_ratio": diffs[-1]}
+
+
+def stats(ds: Dataset) -> dict[str, Any]:
+    cs = candidate_summary(ds)
+    verdict = task_filter(ds, cs)
+    families = sorted({t["family"] for t in ds.tasks})
+    fam_rows = {}
+    for f in families:
+        ids = [c["candidate_id"] for c in ds.candidates if c["family"] == f]
+        tids = [t["id"] for t in ds.tasks if t["family"] == f]
+        fam_rows[f] = {"tasks": len(tids), "candidates": len(ids),
+                       "measured": sum(cs[i]["measured"] for i in ids), "valid": sum(cs[i]["valid"] for i in ids),
+                       "kept_tasks": sum(verdict[t] == "kept" for t in tids),
+                       "split_family": next(t["split_family"] for t in ds.tasks if t["family"] == f)}
+    by_tag: dict[str, list[float]] = defaultdict(list)
+    for c in ds.candidates:
+        s = cs[c["candidate_id"]]
+        if s["valid"] and not math.isnan(s["speedup"]):
+            for tag in c["tags"]:
+                by_tag[tag].append(s["speedup"])
+    dropped: dict[str, int] = defaultdict(int)
+    for v in verdict.values():
+        if v != "kept":
+            dropped[v] += 1
+    failures: dict[str, int] = defaultdict(int)
+    for s in cs.values():
+        for k in s["failure_kinds"]:
+            failures[k] += 1
+    splits = defaultdict(int)
+    for t in ds.tasks:
+        splits[f"task:{t['split_task']}"] += 1
+        splits[f"family:{t['split_family']}"] += 1
+    return {
+        "version": ds.version(),
+        "n_tasks": len(ds.tasks),
+        "n_families": len(families),
+        "n_candidates": len(ds.candidates),
+        "n_measured_candidates": sum(s["measured"] for s in cs.values()),
+        "n_valid_candidates": sum(s["valid"] for s in cs.values()),
+        "n_measurements": len(ds.measurements),
+        "n_kept_tasks": sum(v == "kept" for v in verdict.values()),
+        "dropped_tasks": dict(dropped),
+        "candidate_failures": dict(failures),
+        "splits": dict(splits),
+        "test_families": sorted({t["family"] for t in ds.tasks if t["split_family"] == "test"}),
+        "speedup_by_strategy": {k: {"n": len(v), "median": statistics.median(v), "gmean": _gmean(v)}
+                                for k, v in sorted(by_tag.items())},
+        "reproducibility": reproducibility(ds),
+        "families": fam_rows,
+        "runs": sorted({m["run_id"] for m in ds.measurements}),
+    }
+
+
+def plot_speedup_by_strategy(ds: Dataset, out: Path) -> Path:
+    """A box plot of measured speedups (log scale) per strategy tag, over valid candidates."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cs = candidate_summary(ds)
+    by_tag: dict[str, list[float]] = defaultdict(list)
+    for c in ds.candidates:
+        s = cs[c["candidate_id"]]
+        if s["valid"] and not math.isnan(s["speedup"]):
+            for tag in c["tags"]:
+                by_tag[tag].append(s["speedup"])
+    if not by_tag:
+        raise ValueError("no valid measured candidates to plot")
+    tags = sorted(by_tag, key=lambda t: statistics.median(by_tag[t]))
+    fig, ax = plt.subplots(figsize=(10, max(4, 0.32 * len(tags))))
+    ax.boxplot([by_tag[t] for t in tags], vert=False, showfliers=False)
+    ax.set_yticks(range(1, len(tags) + 1), [f"{t} (n={len(by_tag[t])})" for t in tags], fontsize=8)
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+    ax.axvline(MIN_BEST_SPEEDUP, color="tab:green", lw=0.8, ls=":")
+    ax.set_xlabel("speedup over sequential C (log scale; valid candidates)")
+    ax.set_title(f"cudaperf dataset {ds.version()}: speedup by strategy")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
