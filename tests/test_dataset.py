@@ -1,0 +1,142 @@
+"""The dataset: families generate valid tasks and distinct variants; the store round-trips; splits are fixed;
+external candidates are validated; the filter and statistics follow the paper's rule."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from cudaperf.dataset.build import build, dataset_tasks, family_split, task_split
+from cudaperf.dataset.external import AddError, add_candidates
+from cudaperf.dataset.family import STRATEGY_TAGS, build_task, normalized_code
+from cudaperf.dataset.families import all_families
+from cudaperf.dataset.measure import MIN_BEST_SPEEDUP, stats, task_filter
+from cudaperf.dataset.store import Dataset, DatasetError
+from cudaperf.harness.evaluate import build_candidate, check_candidate
+from cudaperf.harness.settings import HarnessSettings
+from cudaperf.tasks.schema import CFunctionTask
+
+FAMILIES = all_families()
+
+
+def test_enough_families():
+    assert len(FAMILIES) >= 25, sorted(FAMILIES)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_family_tasks_are_valid_and_varied(name):
+    fam = FAMILIES[name]
+    built = [build_task(fam, i) for i in range(fam.n_tasks)]
+    refs = {normalized_code(b.task.reference_c) + json.dumps(b.task_dict["size_configs"]) for b in built}
+    assert len(refs) >= 0.75 * len(built), f"{name}: tasks repeat"
+    settings = HarnessSettings()
+    for b in built:
+        assert isinstance(b.task, CFunctionTask) and len(b.variants) >= 6
+        for v in b.variants:
+            assert all(t in STRATEGY_TAGS for t in v.tags)
+            chk = check_candidate(b.task, v.code, v.name, settings)
+            assert chk.result is None, f"{b.task.id}/{v.name}: {chk.result.failure.message}"
+        assert len({tuple(sorted(v.tags)) for v in b.variants}) >= 3, f"{b.task.id}: strategies too alike"
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_one_variant_per_family_compiles_and_links(name):
+    b = build_task(FAMILIES[name], 0)
+    out = build_candidate(b.task, b.variants[0].code, HarnessSettings())
+    assert out.stage == "ok", out.info.log[-2000:] or out.reasons
+
+
+def test_splits_are_fixed_functions_of_names():
+    assert task_split("elementwise_map_003") == task_split("elementwise_map_003")
+    splits = [task_split(f"x_{i:03d}") for i in range(2000)]
+    assert 0.75 < splits.count("train") / 2000 < 0.85 and splits.count("test") > 100
+    assert {family_split(f) for f in FAMILIES} == {"train", "test"}
+
+
+@pytest.fixture()
+def small(tmp_path):
+    ds = Dataset.load(tmp_path / "ds", missing_ok=True)
+    build(ds, families=["elementwise_map", sorted(FAMILIES)[0]], n_tasks=2)
+    ds.save()
+    return ds
+
+
+def test_store_round_trips_with_a_stable_version(small):
+    again = Dataset.load(small.root)
+    assert again.version() == small.version() == small.manifest["version"]
+    assert {t["id"] for t in again.tasks} == {t["id"] for t in small.tasks}
+    tasks = dataset_tasks(again)
+    assert all(isinstance(t, CFunctionTask) for t in tasks.values())
+    v1 = again.save()
+    assert v1 == small.version()  # same content, same version
+
+
+def test_rebuild_keeps_measurements_of_unchanged_code(small):
+    c = small.candidates[0]
+    small.measurements = [_row(c, "r1", True, 2.0)]
+    build(small, families=["elementwise_map"], n_tasks=2)
+    assert [m["candidate_id"] for m in small.measurements] == [c["candidate_id"]]
+
+
+def test_missing_dataset_is_a_clear_error(tmp_path):
+    with pytest.raises(DatasetError, match="cudaperf dataset build"):
+        Dataset.load(tmp_path / "nothing")
+
+
+def test_add_candidates_validates_rows(small, tmp_path):
+    tid = small.tasks[0]["id"]
+    good = tmp_path / "c.jsonl"
+    good.write_text(json.dumps({"task_id": tid, "name": "model_1", "completion": "```cuda\n__global__ void k(){}\n```",
+                                "tags": ["naive"]}) + "\n")
+    added = add_candidates(small, good)
+    assert added[0]["origin"] == "external" and added[0]["code"].startswith("__global__")
+    with pytest.raises(AddError, match="exists already"):
+        add_candidates(small, good)
+    bad = tmp_path / "b.jsonl"
+    bad.write_text('{"task_id": "nope", "name": "x", "code": "y"}\n')
+    with pytest.raises(AddError, match=r"b.jsonl:1: unknown task_id"):
+        add_candidates(small, bad)
+    bad.write_text(json.dumps({"task_id": tid, "name": "x", "code": "y", "tags": ["magic"]}) + "\n")
+    with pytest.raises(AddError, match="magic"):
+        add_candidates(small, bad)
+
+
+def _row(c, run, correct, speedup, status="scored"):
+    return {"candidate_id": c["candidate_id"], "task_id": c["task_id"], "code_sha256": c["code_sha256"],
+            "run_id": run, "measured_at": run, "status": status, "correct": correct, "stage": "timed",
+            "failure_kind": None if correct else "wrong_output", "failure": None, "pass_fraction": 1.0,
+            "speedup": speedup if correct else None, "candidate_median_ms": 1.0, "candidate_cv": 0.01,
+            "baseline_median_ms": speedup, "baseline_cv": 0.01, "kernels_in_timed_call": 1, "gpu": "g",
+            "driver": "d", "cuda": "c", "host": "h", "timing_method": "t"}
+
+
+def test_filter_needs_five_valid_variants_and_one_fast_one(small):
+    tid = small.tasks[0]["id"]
+    cands = [c for c in small.candidates if c["task_id"] == tid]
+    assert len(cands) >= 6
+    # 5 valid, the best 1.6x: kept
+    small.measurements = [_row(c, "r1", i < 5, 1.6 if i == 0 else 1.1) for i, c in enumerate(cands)]
+    assert task_filter(small)[tid] == "kept"
+    # the best below 1.5x: dropped
+    small.measurements = [_row(c, "r1", i < 5, 1.4) for i, c in enumerate(cands)]
+    assert task_filter(small)[tid].startswith("no variant")
+    # 4 valid: dropped; an unscored row does not count as measured
+    small.measurements = [_row(c, "r1", i < 4, 3.0) for i, c in enumerate(cands)]
+    assert task_filter(small)[tid].startswith("fewer than 5")
+    small.measurements = [_row(cands[0], "r1", False, None, status="unscored")]
+    assert task_filter(small)[tid] == "unmeasured"
+
+
+def test_stats_reports_counts_and_reproducibility(small):
+    tid = small.tasks[0]["id"]
+    cands = [c for c in small.candidates if c["task_id"] == tid]
+    small.measurements = ([_row(c, "r1", True, 2.0) for c in cands]
+                          + [_row(c, "r2", True, 2.0 * math.exp(0.04)) for c in cands[:3]])
+    s = stats(small)
+    assert s["n_tasks"] == len(small.tasks) and s["n_families"] == 2
+    assert s["n_candidates"] == len(small.candidates) and s["n_valid_candidates"] == len(cands)
+    assert s["n_kept_tasks"] == 1 and s["reproducibility"]["pairs"] == 3
+    assert s["reproducibility"]["median_abs_log_ratio"] == pytest.approx(0.04)
+    assert s["speedup_by_strategy"] and MIN_BEST_SPEEDUP == 1.5
