@@ -556,6 +556,8 @@ def dataset_stats(
             err.print(f"plot written to {plot}")
         except ValueError as exc:
             err.print(f"[yellow]no plot:[/] {exc}")
+        except ImportError:
+            _fail("plots need matplotlib: pip install 'cudaperf\\[plots]'")
     if as_json:
         clean = json.loads(json.dumps(s, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v))
         print(json.dumps(clean, allow_nan=False, default=str))

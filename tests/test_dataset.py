@@ -140,3 +140,16 @@ def test_stats_reports_counts_and_reproducibility(small):
     assert s["n_kept_tasks"] == 1 and s["reproducibility"]["pairs"] == 3
     assert s["reproducibility"]["median_abs_log_ratio"] == pytest.approx(0.04)
     assert s["speedup_by_strategy"] and MIN_BEST_SPEEDUP == 1.5
+
+
+def test_speedup_plot_is_drawn(small, tmp_path):
+    from cudaperf.dataset.measure import plot_speedup_by_strategy
+
+    tid = small.tasks[0]["id"]
+    cands = [c for c in small.candidates if c["task_id"] == tid]
+    small.measurements = [_row(c, "r1", True, 1.0 + i) for i, c in enumerate(cands)]
+    out = plot_speedup_by_strategy(small, tmp_path / "p.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    small.measurements = []
+    with pytest.raises(ValueError, match="no valid measured"):
+        plot_speedup_by_strategy(small, tmp_path / "q.png")

@@ -57,3 +57,52 @@ def test_batch_appends_and_resumes(tmp_path, saxpy):
     assert s2.n_skipped == 1 and len(store.read()) == 3
     with pytest.raises(ValueError, match="unknown tasks"):
         run_batch([saxpy], [Job("nope", "x", "")], store)
+
+
+def test_timing_and_background_host_work_never_overlap():
+    import threading
+    import time
+
+    from cudaperf.harness.quiet import HostActivity
+
+    host = HostActivity()
+    overlaps = []
+    active = {"timing": 0, "background": 0}
+    lock = threading.Lock()
+
+    def work(kind: str, seconds: float) -> None:
+        ctx = host.timing() if kind == "timing" else host.background()
+        with ctx:
+            with lock:
+                active[kind] += 1
+                if active["timing"] and active["background"]:
+                    overlaps.append(dict(active))
+            time.sleep(seconds)
+            with lock:
+                active[kind] -= 1
+
+    threads = [threading.Thread(target=work, args=("timing" if i % 3 == 0 else "background", 0.01))
+               for i in range(30)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not overlaps and host.state() == (0, 0, 0)
+
+
+def test_deferred_baseline_is_timed_later_and_inputs_are_shared_read_only():
+    import os
+
+    from cudaperf.harness.run_c_function import prepare_c_function, time_baseline
+    from cudaperf.harness.settings import HarnessSettings
+    from cudaperf.tasks import find_task, load_builtin_tasks
+
+    task = find_task(load_builtin_tasks(), "saxpy")
+    settings = HarnessSettings(budget_ms=50, max_reps=5)
+    prep = prepare_c_function(task, settings, seed=3, defer_baseline=True)
+    assert prep.baseline_timing is None and len(prep.expected_timing) == settings.timing_sets
+    path = prep.input_file("timing")
+    assert oct(os.stat(path).st_mode & 0o777) == "0o444"
+    done = time_baseline(prep, settings)
+    assert done.baseline_timing is not None and done.baseline_timing.n >= settings.min_reps
+    assert done.input_file("timing") == path and time_baseline(done, settings) is done

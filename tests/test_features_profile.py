@@ -70,3 +70,15 @@ def test_missing_ncu_is_reported_as_unavailable(monkeypatch):
     task = find_task(load_builtin_tasks(), "saxpy")
     with pytest.raises(ProfilerUnavailable, match="ncu"):
         profile_features(task, "__global__ void k() {}")
+
+
+def test_parse_a_real_ncu_table(fixtures_dir):
+    """ncu 2025.3.1's table for the bundled saxpy/fast candidate on the H200 (recorded there, 2026-11-29)."""
+    rows = parse_ncu_csv((fixtures_dir / "ncu" / "saxpy_fast_h200.csv").read_text())
+    assert len(rows) == 1 and rows[0]["kernel"] == "saxpy_kernel"
+    missing = [k for k in METRICS if k not in rows[0]]
+    assert not missing, missing
+    v = aggregate(rows)
+    assert v["gld_sectors_per_request"] == pytest.approx(4.0, rel=0.01)  # 4-byte coalesced loads
+    assert v["coalescing"] == pytest.approx(1.0, abs=0.01)
+    assert 0 < v["achieved_occupancy"] <= 1 and v["flops"] > 0 and v["dram_bytes"] > 0 and v["atomics"] == 0

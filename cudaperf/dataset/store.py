@@ -39,8 +39,11 @@ MEASUREMENT_SCHEMA = pa.schema([
     ("speedup", pa.float64()), ("candidate_median_ms", pa.float64()), ("candidate_cv", pa.float64()),
     ("baseline_median_ms", pa.float64()), ("baseline_cv", pa.float64()), ("kernels_in_timed_call", pa.int64()),
     ("gpu", pa.string()), ("driver", pa.string()), ("cuda", pa.string()), ("host", pa.string()),
-    ("timing_method", pa.string()),
+    ("timing_method", pa.string()), ("seed", pa.int64()),
 ])
+
+OPTIONAL_COLUMNS = {"seed"}
+"""Columns added after the first version: absent in older files, read as null."""
 
 FILES = {"tasks": ("tasks.parquet", TASK_SCHEMA), "candidates": ("candidates.parquet", CANDIDATE_SCHEMA),
          "measurements": ("measurements.parquet", MEASUREMENT_SCHEMA)}
@@ -85,10 +88,11 @@ class Dataset:
                 t = pq.read_table(path)
             except (pa.ArrowInvalid, OSError) as exc:
                 raise DatasetError(f"{path}: not a readable Parquet file: {exc}") from None
-            missing = [f.name for f in schema if f.name not in t.column_names]
+            missing = [f.name for f in schema if f.name not in t.column_names and f.name not in OPTIONAL_COLUMNS]
             if missing:
                 raise DatasetError(f"{path}: columns {missing} are missing")
-            tables[key] = t.select([f.name for f in schema]).to_pylist()
+            rows = t.select([f.name for f in schema if f.name in t.column_names]).to_pylist()
+            tables[key] = [{f.name: r.get(f.name) for f in schema} for r in rows]
         manifest = json.loads((root / "manifest.json").read_text()) if (root / "manifest.json").exists() else {}
         return cls(root, tables["tasks"], tables["candidates"], tables["measurements"], manifest)
 

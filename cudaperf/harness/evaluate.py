@@ -37,16 +37,29 @@ from cudaperf.tasks.schema import CFunctionTask, CProgramTask, CudaKernelTask, T
 
 
 
-def prepare_task(task: Task, settings: HarnessSettings, seed: int | None = None):
-    """Hidden inputs, expected outputs and the timed baseline for one task (None for kinds that need none)."""
+def prepare_task(task: Task, settings: HarnessSettings, seed: int | None = None, *, defer_baseline: bool = False):
+    """Hidden inputs, expected outputs and the timed baseline for one task (None for kinds that need none).
+
+    ``defer_baseline`` (c_function tasks): leave the baseline timing to :func:`finish_preparation`, so that the
+    preparation can run as background work while other candidates are timed."""
     seed = fresh_seed() if seed is None else seed
     if isinstance(task, CFunctionTask):
-        return prepare_c_function(task, settings, seed, time_baseline=settings.time_candidates)
+        return prepare_c_function(task, settings, seed, time_baseline=settings.time_candidates,
+                                  defer_baseline=defer_baseline)
     if isinstance(task, CProgramTask):
         from cudaperf.harness.run_c_program import prepare_c_program
 
         return prepare_c_program(task, settings, seed, time_baseline=settings.time_candidates)
     return None
+
+
+def finish_preparation(prepared, settings: HarnessSettings):
+    """Time a deferred baseline (c_function preparations); anything else comes back unchanged."""
+    from cudaperf.harness.run_c_function import PreparedCFunction, time_baseline
+
+    if isinstance(prepared, PreparedCFunction) and settings.time_candidates:
+        return time_baseline(prepared, settings)
+    return prepared
 
 
 def environment(settings: HarnessSettings, gpu_index: int | None = None) -> Environment:

@@ -1,11 +1,11 @@
 """Batch evaluation over all visible GPUs.
 
 Phase 1 checks and compiles every candidate on a CPU pool (nvcc runs in the sandbox, in parallel). Phase 2 runs
-one worker per GPU; a worker takes one task at a time, prepares it once (hidden inputs, reference outputs, the
-sequential baseline timed once for the run) and evaluates that task's candidates on its GPU, one at a time, so
-timing never shares a GPU. Every candidate run is a fresh sandboxed process pinned with CUDA_VISIBLE_DEVICES:
-a CUDA error, a hang or a crash ends that process only, so the worker needs no respawn and nothing leaks into
-the next evaluation. Results are appended to a :class:`ResultStore` as they complete; a rerun resumes.
+one worker per GPU; a worker takes one task at a time, prepared ahead by a CPU thread (hidden inputs, reference
+outputs), times its sequential baseline once for the run and evaluates that task's candidates on its GPU, one at
+a time, so timing never shares a GPU (nor the host with background preparation: see ``quiet.py``). Every
+candidate run is a fresh sandboxed process pinned with CUDA_VISIBLE_DEVICES: a CUDA error, a hang or a crash
+ends that process only, so the worker needs no respawn and nothing leaks into the next evaluation. Results are appended to a :class:`ResultStore` as they complete; a rerun resumes.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from cudaperf.harness.evaluate import (
     check_candidate,
     compile_failure,
     evaluate,
+    finish_preparation,
     prepare_task,
     unscored,
     base_result,
@@ -84,12 +85,14 @@ def run_batch(
     progress: ProgressFn | None = None,
     prepare_ahead: int = 1,
     prepare_workers: int = 1,
+    seed_of: Callable[[str], int] | None = None,
 ) -> BatchSummary:
     """Evaluate ``jobs``; append each result to ``store`` as it completes; skip jobs already scored there.
 
     ``prepare_ahead``: tasks prepared on CPU threads while the GPUs run candidates (0: prepare in the GPU worker,
     nothing overlaps); ``prepare_workers``: threads preparing. Each prepared task holds its inputs and expected
-    outputs in memory, so this bounds memory as well.
+    outputs in memory, so this bounds memory as well. ``seed_of(task_id)``: the seed of a task's hidden inputs
+    (default: a fresh one per task and run).
     """
     settings = settings or HarnessSettings()
     store = store if isinstance(store, ResultStore) else ResultStore(store)
@@ -162,6 +165,11 @@ def run_batch(
     counter = [0]
 
     def run_task(task: Task, task_jobs: list[Job], gpu: int | None, prepared, prep_error: str | None) -> None:
+        if prep_error is None and prepared is not None:
+            try:
+                prepared = finish_preparation(prepared, settings)  # the baseline, timed on a quiet host
+            except (HarnessError, ToolchainError, OSError) as exc:
+                prep_error = f"{type(exc).__name__}: {exc}"
         for job in task_jobs:
             code, build = builds[(job.task_id, job.candidate_id)]
             if prep_error is not None:
@@ -177,9 +185,11 @@ def run_batch(
             if progress:
                 progress("run", n, n_total)
 
-    # Tasks are prepared (hidden inputs, reference outputs, the timed sequential baseline) on CPU threads ahead
-    # of the GPU workers, at most ``prepare_ahead`` waiting at a time, so the GPUs do not idle while the
-    # reference runs. With prepare_ahead=0 each GPU worker prepares its own task just before running it.
+    # Tasks are prepared (hidden inputs, reference outputs) on CPU threads ahead of the GPU workers, at most
+    # ``prepare_ahead`` waiting at a time, so the GPUs do not idle while the reference runs. The sequential
+    # baseline is timed by the GPU worker just before the task's candidates. Timing runs and background
+    # preparation never overlap (cudaperf.harness.quiet), so preparation does not disturb the measurements.
+    # With prepare_ahead=0 each GPU worker prepares its own task just before running it.
     n_workers = len(gpus) if gpus else 1
     ready: queue.Queue = queue.Queue(maxsize=max(1, prepare_ahead))
 
@@ -187,7 +197,8 @@ def run_batch(
         if not gpus:
             return tid, None, None
         try:
-            return tid, prepare_task(by_id[tid], settings), None
+            seed = seed_of(tid) if seed_of is not None else None
+            return tid, prepare_task(by_id[tid], settings, seed, defer_baseline=True), None
         except (HarnessError, ToolchainError, OSError) as exc:
             return tid, None, f"{type(exc).__name__}: {exc}"
 

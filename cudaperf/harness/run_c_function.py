@@ -6,10 +6,14 @@ can read; the candidate's sandboxed process receives input files only.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+import threading
+import weakref
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +23,7 @@ from cudaperf.harness.compile import BuildOutcome, build_reference
 from cudaperf.harness.driver import EXIT_NO_GPU, driver_source
 from cudaperf.harness.result import Failure, FailureKind, GpuEvidence, Stage, TestOutcome, TimingStats
 from cudaperf.harness.sandbox import SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env, share_file
+from cudaperf.harness.quiet import HOST
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks.inputs import CaseInputs, CaseOutputs, OutputFormatError, generate_case, read_outputs, write_inputs
 from cudaperf.tasks.schema import CFunctionTask, is_float_type
@@ -40,6 +45,36 @@ class PreparedCFunction:
     timing_cases: tuple[CaseInputs, ...]
     expected_timing: tuple[CaseOutputs, ...]
     baseline_timing: TimingStats | None
+    reference_exe: Path | None = None
+    """The built reference driver (for a deferred baseline timing, :func:`time_baseline`)."""
+    _files: "_InputFiles" = field(default_factory=lambda: _InputFiles(), compare=False, repr=False)
+
+    def input_file(self, which: str) -> Path:
+        """The hidden-test (``tests``) or timing (``timing``) inputs serialised once per preparation, in a
+        harness-owned directory, readable but not writable by the sandbox user; candidates get a hard link."""
+        return self._files.get(which, self.task, self.test_cases if which == "tests" else self.timing_cases)
+
+
+class _InputFiles:
+    """Input files written once and shared by every candidate run of one preparation (removed with it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._dir: Path | None = None
+        self._paths: dict[str, Path] = {}
+
+    def get(self, which: str, task: CFunctionTask, cases) -> Path:
+        with self._lock:
+            if which not in self._paths:
+                if self._dir is None:
+                    self._dir = Path(tempfile.mkdtemp(prefix="cudaperf-inputs-"))
+                    os.chmod(self._dir, 0o755)
+                    weakref.finalize(self, shutil.rmtree, str(self._dir), True)
+                path = self._dir / f"{which}.bin"
+                write_inputs(path, task, list(cases))
+                os.chmod(path, 0o444)
+                self._paths[which] = path
+            return self._paths[which]
 
 
 def _test_config_indices(task: CFunctionTask) -> list[int]:
@@ -71,30 +106,63 @@ def _run_reference(exe: Path, mode_args: list[str], inputs: list[CaseInputs], ta
     return outs, times
 
 
+def _time_args(settings: HarnessSettings) -> list[str]:
+    return ["time", str(settings.min_reps), str(settings.max_reps), str(settings.budget_ms),
+            str(settings.cv_target), str(settings.reference_warmup)]
+
+
 def prepare_c_function(task: CFunctionTask, settings: HarnessSettings, seed: int, *,
-                       time_baseline: bool = True) -> PreparedCFunction:
-    """Draw hidden inputs from ``seed``, run the reference on them, and time the sequential baseline."""
+                       time_baseline: bool = True, defer_baseline: bool = False) -> PreparedCFunction:
+    """Draw hidden inputs from ``seed``, run the reference on them, and time the sequential baseline.
+
+    ``defer_baseline``: compute the expected outputs of the timing inputs untimed (as background host work) and
+    leave the baseline to :func:`time_baseline`, which a batch calls when the host is quiet.
+    """
     rng = np.random.default_rng(seed)
     driver_c = driver_source(task)
     exe = build_reference(driver_c, task.reference_c, settings.reference_flags)
     configs = _test_config_indices(task)
-    tests = [generate_case(task, configs[i % len(configs)], int(rng.integers(2**62))) for i in range(settings.n_tests)]
-    expected, _ = _run_reference(exe, ["test"], tests, task, settings.reference_timeout_s)
+    with HOST.background():
+        tests = [generate_case(task, configs[i % len(configs)], int(rng.integers(2**62)))
+                 for i in range(settings.n_tests)]
+    with HOST.background():
+        expected, _ = _run_reference(exe, ["test"], tests, task, settings.reference_timeout_s)
     timing_idx = task.timing_config % len(task.size_configs)
-    timing = [generate_case(task, timing_idx, int(rng.integers(2**62))) for _ in range(settings.timing_sets)]
+    with HOST.background():
+        timing = [generate_case(task, timing_idx, int(rng.integers(2**62))) for _ in range(settings.timing_sets)]
     baseline = None
     expected_timing: list[CaseOutputs] = []
-    if time_baseline:
-        expected_timing, times = _run_reference(
-            exe,
-            ["time", str(settings.min_reps), str(settings.max_reps), str(settings.budget_ms),
-             str(settings.cv_target), str(settings.reference_warmup)],
-            timing, task, settings.reference_timeout_s,
-        )
+    if time_baseline and defer_baseline:
+        with HOST.background():
+            expected_timing, _ = _run_reference(exe, ["test"], timing, task, settings.reference_timeout_s)
+    elif time_baseline:
+        with HOST.timing():
+            expected_timing, times = _run_reference(exe, _time_args(settings), timing, task,
+                                                    settings.reference_timeout_s)
         baseline = TimingStats.from_samples_ms(times)
     return PreparedCFunction(task=task, driver_c=driver_c, seed=seed, test_cases=tuple(tests),
                              expected_tests=tuple(expected), timing_cases=tuple(timing),
-                             expected_timing=tuple(expected_timing), baseline_timing=baseline)
+                             expected_timing=tuple(expected_timing), baseline_timing=baseline,
+                             reference_exe=exe)
+
+
+def time_baseline(prepared: PreparedCFunction, settings: HarnessSettings) -> PreparedCFunction:
+    """Time the sequential baseline of a preparation made with ``defer_baseline`` (a no-op when it is timed).
+
+    The timed calls' outputs must equal the expected outputs computed earlier: a reference that does not repeat
+    itself cannot be a baseline (HarnessError)."""
+    if prepared.baseline_timing is not None or not prepared.timing_cases or prepared.reference_exe is None:
+        return prepared
+    task = prepared.task
+    with HOST.timing():
+        outs, times = _run_reference(prepared.reference_exe, _time_args(settings), list(prepared.timing_cases),
+                                     task, settings.reference_timeout_s)
+    for exp, got in zip(prepared.expected_timing, outs):
+        m = compare_case(task, exp, got)
+        if m is not None:
+            raise HarnessError(f"task {task.id}: the C reference gave different outputs for the same inputs "
+                               f"({describe_mismatch(m)}): it cannot serve as the baseline")
+    return replace(prepared, baseline_timing=TimingStats.from_samples_ms(times), _files=prepared._files)
 
 
 def compare_case(task: CFunctionTask, expected: CaseOutputs, got: CaseOutputs | None):
@@ -173,6 +241,15 @@ def _run_failure(run, stats: _Stats, during: str) -> Failure | None:
     return None
 
 
+def _link_in(src: Path, dst: Path) -> None:
+    """A read-only input file into the sandbox's directory: a hard link (no copy) where the filesystem allows."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+        os.chmod(dst, 0o444)
+
+
 def run_c_function(prepared: PreparedCFunction, build: BuildOutcome, settings: HarnessSettings,
                    gpu_index: int | None = None) -> CFunctionOutcome:
     """Run a compiled candidate's hidden tests and, when it passes them, time it."""
@@ -182,8 +259,7 @@ def run_c_function(prepared: PreparedCFunction, build: BuildOutcome, settings: H
     run_s = 0.0
     with Workdir(prefix="cudaperf-run-") as w:
         exe = copy_in(build.exe, w, "candidate")
-        write_inputs(w / "tests.bin", task, list(prepared.test_cases))
-        share_file(w / "tests.bin")
+        _link_in(prepared.input_file("tests"), w / "tests.bin")
         env = scrubbed_env(w, extra)
         run = run_sandboxed([str(exe), "test", "tests.bin", "out.bin", "stats.txt"], w, env=env,
                             limits=SandboxLimits(wall_s=settings.test_timeout_s))
@@ -237,13 +313,13 @@ def run_c_function(prepared: PreparedCFunction, build: BuildOutcome, settings: H
             return CFunctionOutcome(Stage.CORRECT, True, None, tuple(tests), p, None, evidence, run_s)
 
         # Timing: rotate over the timing input sets; outputs of the last call on each set are re-checked.
-        write_inputs(w / "timing.bin", task, list(prepared.timing_cases))
-        share_file(w / "timing.bin")
-        trun = run_sandboxed(
-            [str(exe), "time", "timing.bin", "tout.bin", "tstats.txt", str(settings.min_reps),
-             str(settings.max_reps), str(settings.budget_ms), str(settings.cv_target), str(settings.warmup)],
-            w, env=env, limits=SandboxLimits(wall_s=settings.timing_timeout_s),
-        )
+        _link_in(prepared.input_file("timing"), w / "timing.bin")
+        with HOST.timing():
+            trun = run_sandboxed(
+                [str(exe), "time", "timing.bin", "tout.bin", "tstats.txt", str(settings.min_reps),
+                 str(settings.max_reps), str(settings.budget_ms), str(settings.cv_target), str(settings.warmup)],
+                w, env=env, limits=SandboxLimits(wall_s=settings.timing_timeout_s),
+            )
         run_s += trun.wall_s
         tstats = _parse_stats(w / "tstats.txt")
         size = dict(prepared.timing_cases[0].config)
