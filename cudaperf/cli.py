@@ -578,5 +578,106 @@ def dataset_stats(
                       f"{rep['median_abs_log_ratio']:.3f}")
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# cudaperf ranker ...
+
+ranker_app = typer.Typer(help="The offline pairwise ranker (R_str): train it on the dataset's measured variants, "
+                         "evaluate it on held-out tasks and families against baselines, score a candidate.",
+                         no_args_is_help=True)
+app.add_typer(ranker_app, name="ranker")
+
+
+def _need_torch() -> None:
+    try:
+        import safetensors  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError:
+        _fail("the ranker needs torch and safetensors: pip install 'cudaperf\\[ranker]'")
+
+
+@ranker_app.command("train")
+def ranker_train(
+    out: Path = typer.Option(Path("runs/ranker"), "--out", "-o", help="Directory for model.safetensors + "
+                             "ranker.json."),
+    dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
+    split: str = typer.Option("task", "--split", help="task: train on the tasks of the task split's train part; "
+                              "family: on the training families only."),
+    seed: int = typer.Option(0, "--seed"),
+    epochs: int = typer.Option(50, "--epochs"),
+    batch_size: int = typer.Option(512, "--batch-size"),
+) -> None:
+    """Train the paper-tier MLP on per-task quartile pairs (deterministic for a dataset, split and seed)."""
+    _need_torch()
+    from cudaperf.ranker.train import RankerSettings, train_ranker
+
+    ds = _open_dataset(dataset)
+    try:
+        r = train_ranker(ds, split=split, settings=RankerSettings(seed=seed, epochs=epochs, batch_size=batch_size),
+                         log=lambda m: err.print(m))
+    except ValueError as exc:
+        _fail(str(exc))
+    r.save(out)
+    err.print(f"trained on {r.meta['n_train_pairs']} pairs of {r.meta['n_train_tasks']} tasks (dataset "
+              f"{r.meta['dataset_version']}, split {split}, seed {seed}); saved to {out}")
+
+
+@ranker_app.command("eval")
+def ranker_eval(
+    dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
+    seed: int = typer.Option(0, "--seed"),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object; top-level pairwise_accuracy is the "
+                                 "paper-tier MLP on held-out tasks."),
+) -> None:
+    """Train on each split's training part and evaluate on its held-out part: the MLP against random, the paper's
+    linear form and a block-size rule (pairwise accuracy, ordered-pair accuracy, Kendall tau, top-1 hit rate)."""
+    import math
+
+    _need_torch()
+    from cudaperf.ranker.evaluate import evaluate_split
+    from cudaperf.ranker.train import RankerSettings
+
+    ds = _open_dataset(dataset)
+    res = {s: evaluate_split(ds, s, RankerSettings(seed=seed)) for s in ("task", "family")}
+    top = res["task"].get("models", {}).get("mlp_paper", {}).get("pairwise_accuracy")
+    out = {"pairwise_accuracy": top, "dataset_version": ds.version(), "seed": seed, "splits": res}
+    if as_json:
+        clean = json.loads(json.dumps(out, default=str), parse_constant=lambda c: None)
+        print(json.dumps(clean, allow_nan=False,
+                         default=lambda v: None if isinstance(v, float) and math.isnan(v) else v))
+        return
+    table = Table(title=f"ranker evaluation (dataset {ds.version()}, seed {seed})")
+    for col in ("split", "model", "tasks", "pairwise acc.", "ordered acc.", "Kendall tau", "top-1 hit"):
+        table.add_column(col)
+    fmt = lambda v: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+    for s, r in res.items():
+        if "models" not in r:
+            table.add_row(s, "-", "0", r.get("error", ""), "", "", "")
+            continue
+        for m, v in r["models"].items():
+            table.add_row(s, m, str(v["n_tasks"]), fmt(v["pairwise_accuracy"]), fmt(v["ordered_accuracy"]),
+                          fmt(v["kendall_tau"]), fmt(v["top1_hit_rate"]))
+    console.print(table)
+
+
+@ranker_app.command("score")
+def ranker_score(
+    file: Path = typer.Argument(..., help="A .cu file or a completion text."),
+    model: Path = typer.Option(Path("runs/ranker"), "--model", "-m", help="A trained ranker directory."),
+) -> None:
+    """The structural score s_psi(normalized phi) of one candidate (higher: more like the fast variants)."""
+    _need_torch()
+    from cudaperf.harness.extract import extract_code
+    from cudaperf.ranker.train import Ranker
+
+    if not file.exists():
+        _fail(f"file not found: {file}")
+    try:
+        r = Ranker.load(model)
+    except (FileNotFoundError, ValueError) as exc:
+        _fail(str(exc))
+    text = file.read_text(encoding="utf-8", errors="replace")
+    print(f"{r.score_code(extract_code(text).code or text):.6f}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(app())

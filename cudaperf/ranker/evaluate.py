@@ -1,0 +1,123 @@
+"""Held-out evaluation of rankers against simple baselines (the paper reports none; we do).
+
+Metrics over the held-out tasks' valid measured candidates:
+``pairwise_accuracy``   strong/weak quartile pairs ordered correctly (a tie counts 1/2)
+``ordered_accuracy``    every within-task pair with different speedups ordered correctly (ties 1/2)
+``kendall_tau``         Kendall's tau-b between score and speedup, averaged over tasks with >= 3 candidates
+``top1_hit_rate``       tasks whose top-scored candidate is in the task's fastest quartile
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from itertools import combinations
+from typing import Callable, Sequence
+
+import numpy as np
+
+from cudaperf.ranker.pairs import Item, by_task, ordered_pairs, quartile_pairs
+
+ScoreFn = Callable[[Sequence[Item]], np.ndarray]
+
+
+def _agree(sa: float, sb: float) -> float:
+    return 1.0 if sa > sb else 0.5 if sa == sb else 0.0
+
+
+def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
+    conc = disc = tx = ty = 0
+    for i, j in combinations(range(len(x)), 2):
+        dx, dy = x[i] - x[j], y[i] - y[j]
+        if dx == 0 and dy == 0:
+            continue
+        if dx == 0:
+            tx += 1
+        elif dy == 0:
+            ty += 1
+        elif (dx > 0) == (dy > 0):
+            conc += 1
+        else:
+            disc += 1
+    den = math.sqrt((conc + disc + tx) * (conc + disc + ty))
+    return (conc - disc) / den if den > 0 else math.nan
+
+
+def metrics(items: Sequence[Item], scores: dict[str, float]) -> dict[str, float]:
+    qp = quartile_pairs(items)
+    op = ordered_pairs(items)
+    taus, hits = [], []
+    for task, its in by_task(items).items():
+        if len(its) >= 3:
+            t = kendall_tau_b([scores[i.candidate_id] for i in its], [i.speedup for i in its])
+            if not math.isnan(t):
+                taus.append(t)
+        if len(its) >= 4:
+            ranked = sorted(its, key=lambda i: -i.speedup)
+            top = {i.candidate_id for i in ranked[:max(1, len(its) // 4)]}
+            best = max(its, key=lambda i: (scores[i.candidate_id], i.candidate_id))
+            hits.append(best.candidate_id in top)
+    mean = lambda v: float(np.mean(v)) if len(v) else math.nan
+    return {
+        "pairwise_accuracy": mean([_agree(scores[s.candidate_id], scores[w.candidate_id]) for s, w in qp]),
+        "ordered_accuracy": mean([_agree(scores[a.candidate_id], scores[b.candidate_id]) for a, b in op]),
+        "kendall_tau": mean(taus),
+        "top1_hit_rate": mean(hits),
+        "n_tasks": len(by_task(items)), "n_candidates": len(items), "n_quartile_pairs": len(qp),
+        "n_ordered_pairs": len(op),
+    }
+
+
+def random_scores(items: Sequence[Item], seed: int = 0) -> dict[str, float]:
+    """A reproducible random score per candidate (the chance baseline)."""
+    return {i.candidate_id: int.from_bytes(hashlib.sha256(f"{seed}:{i.candidate_id}".encode()).digest()[:8], "big")
+            / 2.0**64 for i in items}
+
+
+def fit_linear(train_pos: np.ndarray, train_neg: np.ndarray, l2: float = 1e-3, steps: int = 500) -> np.ndarray:
+    """w of the paper's linear form R_str = w . normalized phi, by logistic regression on pair differences
+    (P(y+ beats y-) = sigmoid(w . (x+ - x-))), L2-regularised, full-batch gradient descent (deterministic)."""
+    d = train_pos - train_neg
+    w = np.zeros(d.shape[1])
+    lr = 0.5
+    for _ in range(steps):
+        z = d @ w
+        p = 1.0 / (1.0 + np.exp(np.clip(z, -40, 40)))  # = sigmoid(-z): the gradient weight of each pair
+        grad = -(d * p[:, None]).mean(axis=0) + l2 * w
+        w -= lr * grad
+    return w
+
+
+def evaluate_split(ds, split: str, settings=None, log: Callable[[str], None] | None = None) -> dict:
+    """Train the paper-tier MLP on ``split``'s training tasks; score the held-out (test) tasks with it and with
+    the baselines: random, the paper's linear form (w fit by logistic regression on the same pairs) and a
+    block-size rule (the paper's ``occ`` feature alone)."""
+    from cudaperf.ranker.train import RankerSettings, feature_table, split_items, train_ranker
+
+    settings = settings or RankerSettings()
+    train_items = split_items(ds, split, "train")
+    test_items = split_items(ds, split, "test")
+    feats = feature_table(ds, [i.candidate_id for i in train_items + test_items], "paper")
+    out: dict = {"split": split, "n_train_tasks": len(by_task(train_items)), "n_test_tasks": len(by_task(test_items))}
+    if not test_items:
+        out["error"] = "no measured held-out task"
+        return out
+    ranker = train_ranker(ds, split=split, settings=settings, features=feats, log=log)
+    models: dict[str, dict[str, float]] = {}
+    mlp = ranker.score_many([feats[i.candidate_id] for i in test_items])
+    models["mlp_paper"] = metrics(test_items, {i.candidate_id: float(s) for i, s in zip(test_items, mlp)})
+    models["random"] = metrics(test_items, random_scores(test_items, settings.seed))
+    tp = quartile_pairs(train_items)
+    norm = ranker.normalizer
+    xp = np.array(norm.transform_many([feats[s.candidate_id] for s, _ in tp]))
+    xn = np.array(norm.transform_many([feats[w.candidate_id] for _, w in tp]))
+    w = fit_linear(xp, xn)
+    xt = np.array(norm.transform_many([feats[i.candidate_id] for i in test_items]))
+    models["linear_paper"] = metrics(test_items, {i.candidate_id: float(s) for i, s in zip(test_items, xt @ w)})
+    occ = {i.candidate_id: (feats[i.candidate_id]["occ"] if math.isfinite(feats[i.candidate_id]["occ"]) else 0.0)
+           for i in test_items}
+    models["block_size_rule"] = metrics(test_items, occ)
+    out["models"] = models
+    out["linear_weights"] = dict(zip(norm.names, map(float, w)))
+    out["ranker"] = ranker.meta
+    return out

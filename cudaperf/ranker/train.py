@@ -1,0 +1,172 @@
+"""Train the pairwise ranker on a dataset's measured variants; save and load it with its normalizer.
+
+A trained ranker is a directory: ``model.safetensors`` (the MLP's weights) and ``ranker.json`` (format, feature
+tier and names, the fitted normalizer, the dataset version and split it was trained on, the seed and every
+training setting). Training is deterministic for a given dataset, split and seed (CPU, fixed seeds, deterministic
+algorithms).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from cudaperf.dataset.measure import candidate_summary
+from cudaperf.dataset.store import Dataset
+from cudaperf.features.normalizer import FeatureNormalizer
+from cudaperf.features.paper import PAPER_FEATURES, extract_paper_features
+from cudaperf.ranker.pairs import Item, quartile_pairs
+
+FORMAT = "cudaperf.ranker/1"
+SPLITS = {"task": "split_task", "family": "split_family"}
+
+
+@dataclass(frozen=True)
+class RankerSettings:
+    """PAPER-SPEC §3's optimisation settings (batch 512 from the paper's table; its body text says 64)."""
+
+    epochs: int = 50
+    batch_size: int = 512
+    lr: float = 3e-4
+    weight_decay: float = 1e-4
+    grad_clip: float = 1.0
+    dropout: float = 0.1
+    seed: int = 0
+
+
+def paper_features(code: str) -> dict[str, float]:
+    fv = extract_paper_features(code)
+    return {n: float(fv.values.get(n, math.nan)) for n in PAPER_FEATURES}
+
+
+FeatureFn = Callable[[str], dict[str, float]]
+TIERS: dict[str, tuple[tuple[str, ...], FeatureFn]] = {"paper": (PAPER_FEATURES, paper_features)}
+
+
+def split_items(ds: Dataset, split: str, part: str) -> list[Item]:
+    """Valid measured candidates of the tasks in ``part`` (train/val/test) of ``split`` (task or family)."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {sorted(SPLITS)}, got {split!r}")
+    col = SPLITS[split]
+    tasks = {t["id"] for t in ds.tasks if t[col] == part}
+    cs = candidate_summary(ds)
+    return [Item(c["candidate_id"], c["task_id"], cs[c["candidate_id"]]["speedup"]) for c in ds.candidates
+            if c["task_id"] in tasks and cs[c["candidate_id"]]["valid"]
+            and not math.isnan(cs[c["candidate_id"]]["speedup"])]
+
+
+def feature_table(ds: Dataset, ids: Sequence[str], tier: str = "paper") -> dict[str, dict[str, float]]:
+    names, fn = TIERS[tier]
+    code = {c["candidate_id"]: c["code"] for c in ds.candidates}
+    return {i: fn(code[i]) for i in ids}
+
+
+class Ranker:
+    """A trained s_psi with its normalizer: ``score(features)`` is R_str's raw value for one candidate."""
+
+    def __init__(self, model, normalizer: FeatureNormalizer, tier: str, meta: dict[str, Any]) -> None:
+        self.model = model
+        self.normalizer = normalizer
+        self.tier = tier
+        self.meta = meta
+        self.model.eval()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.normalizer.names
+
+    def score_many(self, vectors: Sequence[dict[str, float]]) -> np.ndarray:
+        import torch
+
+        if not vectors:
+            return np.zeros(0)
+        x = torch.tensor(self.normalizer.transform_many(vectors), dtype=torch.float32)
+        with torch.no_grad():
+            return self.model(x).numpy().astype(float)
+
+    def score(self, vector: dict[str, float]) -> float:
+        return float(self.score_many([vector])[0])
+
+    def score_code(self, code: str) -> float:
+        return self.score(TIERS[self.tier][1](code))
+
+    def save(self, out: str | Path) -> Path:
+        from safetensors.torch import save_file
+
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in self.model.state_dict().items()}, str(out / "model.safetensors"))
+        (out / "ranker.json").write_text(json.dumps({**self.meta, "format": FORMAT, "tier": self.tier,
+                                                      "normalizer": self.normalizer.to_dict()}, indent=2) + "\n")
+        return out
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Ranker":
+        from safetensors.torch import load_file
+
+        from cudaperf.ranker.model import RankerMLP
+
+        path = Path(path)
+        meta_path, weights = path / "ranker.json", path / "model.safetensors"
+        if not meta_path.exists() or not weights.exists():
+            raise FileNotFoundError(f"no trained ranker at {path} (expected ranker.json and model.safetensors; "
+                                    "run `cudaperf ranker train`)")
+        meta = json.loads(meta_path.read_text())
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"{meta_path}: format {meta.get('format')!r}, expected {FORMAT!r}")
+        norm = FeatureNormalizer.from_dict(meta["normalizer"])
+        model = RankerMLP(len(norm.names), dropout=meta["settings"]["dropout"])
+        model.load_state_dict(load_file(str(weights)))
+        return cls(model, norm, meta["tier"], {k: v for k, v in meta.items() if k != "normalizer"})
+
+
+def train_ranker(ds: Dataset, *, split: str = "task", tier: str = "paper",
+                 settings: RankerSettings = RankerSettings(),
+                 features: dict[str, dict[str, float]] | None = None,
+                 log: Callable[[str], None] | None = None) -> Ranker:
+    """Fit the normalizer on the training tasks' valid candidates and the MLP on their quartile pairs."""
+    import torch
+
+    from cudaperf.ranker.model import RankerMLP, pairwise_logistic_loss
+
+    items = split_items(ds, split, "train")
+    pairs = quartile_pairs(items)
+    if not pairs:
+        raise ValueError(f"no training pairs: the {split}-split's training tasks have no measured task with >= 4 "
+                         "valid variants (measure the dataset first: `cudaperf dataset measure`)")
+    names, _ = TIERS[tier]
+    feats = features if features is not None else feature_table(ds, [i.candidate_id for i in items], tier)
+    norm = FeatureNormalizer(names).fit([feats[i.candidate_id] for i in items])
+    torch.manual_seed(settings.seed)
+    gen = torch.Generator().manual_seed(settings.seed)
+    xp = torch.tensor(norm.transform_many([feats[s.candidate_id] for s, _ in pairs]), dtype=torch.float32)
+    xn = torch.tensor(norm.transform_many([feats[w.candidate_id] for _, w in pairs]), dtype=torch.float32)
+    model = RankerMLP(len(names), dropout=settings.dropout)
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
+    t0 = time.monotonic()
+    losses = []
+    for epoch in range(settings.epochs):
+        model.train()
+        order = torch.randperm(len(pairs), generator=gen)
+        total = 0.0
+        for b in range(0, len(pairs), settings.batch_size):
+            idx = order[b:b + settings.batch_size]
+            loss = pairwise_logistic_loss(model(xp[idx]), model(xn[idx]))
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
+            opt.step()
+            total += float(loss.detach()) * len(idx)
+        losses.append(total / len(pairs))
+        if log and (epoch % 10 == 0 or epoch == settings.epochs - 1):
+            log(f"epoch {epoch + 1}/{settings.epochs}: loss {losses[-1]:.4f}")
+    meta = {"dataset_version": ds.version(), "split": split, "seed": settings.seed, "settings": asdict(settings),
+            "n_train_tasks": len({i.task_id for i in items}), "n_train_candidates": len(items),
+            "n_train_pairs": len(pairs), "final_loss": losses[-1], "train_seconds": time.monotonic() - t0}
+    return Ranker(model, norm, tier, meta)

@@ -1,0 +1,138 @@
+"""The offline ranker: pairs, metrics, the linear baseline, deterministic training and save/load, on real
+family variants (real code, real features) with measurement rows written here."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from cudaperf.dataset.build import build  # noqa: E402
+from cudaperf.dataset.store import Dataset  # noqa: E402
+from cudaperf.ranker.evaluate import evaluate_split, fit_linear, kendall_tau_b, metrics  # noqa: E402
+from cudaperf.ranker.model import pairwise_logistic_loss  # noqa: E402
+from cudaperf.ranker.pairs import Item, ordered_pairs, quartile_pairs  # noqa: E402
+from cudaperf.ranker.train import Ranker, RankerSettings, train_ranker  # noqa: E402
+
+
+def _items(task: str, speedups):
+    return [Item(f"{task}/v{i}", task, s) for i, s in enumerate(speedups)]
+
+
+def test_quartile_pairs_join_the_fastest_and_slowest_quarters_within_a_task():
+    items = _items("a", [1, 2, 3, 4, 5, 6, 7, 8]) + _items("b", [1.0, 2.0, 3.0])
+    pairs = quartile_pairs(items)
+    assert {(s.speedup, w.speedup) for s, w in pairs} == {(8, 1), (8, 2), (7, 1), (7, 2)}
+    assert all(s.task_id == w.task_id for s, w in pairs)  # never across tasks; task b (3 items) gives none
+    assert len(ordered_pairs(_items("c", [1, 2, 2]))) == 2  # the tie is not a pair
+
+
+def test_kendall_tau_b_known_values():
+    assert kendall_tau_b([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert kendall_tau_b([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # one discordant pair of 6: (5 - 1) / 6
+    assert kendall_tau_b([1, 2, 3, 4], [1, 2, 4, 3]) == pytest.approx(4 / 6)
+
+
+def test_metrics_of_a_perfect_and_a_reversed_scorer():
+    items = _items("a", [1, 2, 3, 4, 5, 6, 7, 8])
+    perfect = metrics(items, {i.candidate_id: i.speedup for i in items})
+    assert perfect["pairwise_accuracy"] == 1.0 and perfect["kendall_tau"] == pytest.approx(1.0)
+    assert perfect["top1_hit_rate"] == 1.0 and perfect["ordered_accuracy"] == 1.0
+    rev = metrics(items, {i.candidate_id: -i.speedup for i in items})
+    assert rev["pairwise_accuracy"] == 0.0 and rev["top1_hit_rate"] == 0.0
+    flat = metrics(items, {i.candidate_id: 0.0 for i in items})
+    assert flat["pairwise_accuracy"] == 0.5  # ties count one half
+
+
+def test_linear_baseline_learns_the_separating_direction():
+    rng = np.random.default_rng(0)
+    neg = rng.normal(size=(200, 3))
+    pos = neg + np.array([1.0, 0.0, -0.5]) + 0.1 * rng.normal(size=(200, 3))
+    w = fit_linear(pos, neg)
+    assert w[0] > 0 and w[2] < 0 and abs(w[1]) < w[0]
+
+
+def test_loss_is_log2_at_a_tie_and_small_when_ordered():
+    z = torch.zeros(4)
+    assert float(pairwise_logistic_loss(z, z)) == pytest.approx(math.log(2))
+    assert float(pairwise_logistic_loss(z + 10, z)) < 1e-4
+
+
+def _row(c, speedup):
+    return {"candidate_id": c["candidate_id"], "task_id": c["task_id"], "code_sha256": c["code_sha256"],
+            "run_id": "r", "measured_at": "r", "status": "scored", "correct": True, "stage": "timed",
+            "failure_kind": None, "failure": None, "pass_fraction": 1.0, "speedup": speedup,
+            "candidate_median_ms": 1.0, "candidate_cv": 0.01, "baseline_median_ms": speedup, "baseline_cv": 0.01,
+            "kernels_in_timed_call": 1, "gpu": "g", "driver": "d", "cuda": "c", "host": "h", "timing_method": "t",
+            "seed": 1}
+
+
+@pytest.fixture()
+def labelled(tmp_path):
+    """12 elementwise_map tasks whose variants get speedups by a fixed rule over their tags (strided and chunked
+    slow, vectorized and grid-stride fast), 8 for training, 4 held out."""
+    ds = Dataset.load(tmp_path / "ds", missing_ok=True)
+    build(ds, families=["elementwise_map"], n_tasks=12)
+    rank = {"vectorized": 20.0, "grid_stride": 16.0, "naive_b256": 12.0, "naive_b1024": 11.0,
+            "streams_pinned": 9.0, "naive_b32": 6.0, "strided": 3.0, "chunked": 1.5}
+    for k, t in enumerate(sorted(ds.tasks, key=lambda t: t["id"])):
+        t["split_task"] = "train" if k < 8 else "test"
+    ds.measurements = [_row(c, rank[c["name"]]) for c in ds.candidates]
+    return ds
+
+
+def test_training_is_deterministic_and_survives_save_and_load(labelled, tmp_path):
+    s = RankerSettings(epochs=30, seed=3)
+    a = train_ranker(labelled, settings=s)
+    b = train_ranker(labelled, settings=s)
+    vec = {n: 0.5 for n in a.names}
+    assert a.score(vec) == b.score(vec)
+    a.save(tmp_path / "rk")
+    c = Ranker.load(tmp_path / "rk")
+    assert c.score(vec) == pytest.approx(a.score(vec), abs=1e-6)
+    assert c.meta["dataset_version"] == labelled.version() and c.meta["split"] == "task" and c.meta["seed"] == 3
+    assert train_ranker(labelled, settings=RankerSettings(epochs=30, seed=4)).score(vec) != a.score(vec)
+    with pytest.raises(FileNotFoundError, match="cudaperf ranker train"):
+        Ranker.load(tmp_path / "missing")
+
+
+def test_held_out_evaluation_beats_chance_on_a_learnable_rule(labelled):
+    res = evaluate_split(labelled, "task", RankerSettings(epochs=50, seed=0))
+    m = res["models"]
+    assert res["n_test_tasks"] == 4 and set(m) == {"mlp_paper", "random", "linear_paper", "block_size_rule"}
+    assert m["mlp_paper"]["pairwise_accuracy"] > m["random"]["pairwise_accuracy"]
+    assert m["mlp_paper"]["pairwise_accuracy"] >= 0.75
+
+
+def test_no_measured_tasks_is_a_clear_error(tmp_path):
+    ds = Dataset.load(tmp_path / "ds", missing_ok=True)
+    build(ds, families=["elementwise_map"], n_tasks=2)
+    with pytest.raises(ValueError, match="cudaperf dataset measure"):
+        train_ranker(ds)
+
+
+def test_cli_train_score_and_eval(labelled, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from cudaperf.cli import app
+
+    labelled.save()
+    runner = CliRunner()
+    r = runner.invoke(app, ["ranker", "train", "-d", str(labelled.root), "-o", str(tmp_path / "rk"), "--epochs", "5"])
+    assert r.exit_code == 0, r.output
+    src = next(c["code"] for c in labelled.candidates if c["name"] == "vectorized")
+    (tmp_path / "v.cu").write_text(src)
+    r = runner.invoke(app, ["ranker", "score", str(tmp_path / "v.cu"), "-m", str(tmp_path / "rk")])
+    assert r.exit_code == 0 and math.isfinite(float(r.output.strip()))
+    r = runner.invoke(app, ["ranker", "score", str(tmp_path / "v.cu"), "-m", str(tmp_path / "nope")])
+    assert r.exit_code == 2 and "no trained ranker" in r.output
+    r = runner.invoke(app, ["ranker", "eval", "-d", str(labelled.root), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["pairwise_accuracy"] == d["splits"]["task"]["models"]["mlp_paper"]["pairwise_accuracy"]
