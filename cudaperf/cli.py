@@ -536,6 +536,25 @@ def dataset_add_candidates(
         err.print(f"measured {summary.n_candidates} in {summary.wall_s:.0f} s; dataset version {version}")
 
 
+@dataset_app.command("features")
+def dataset_features(
+    tier: str = typer.Option("paper", "--tier", help="paper (tree-sitter, fast) or compiler (nvcc per candidate)."),
+    dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
+    jobs: int = typer.Option(2, "--jobs", "-j", help="Parallel workers."),
+) -> None:
+    """Compute (or bring up to date) DATASET/features_TIER.parquet for every candidate; resumable."""
+    from cudaperf.dataset.features import compute_features
+
+    ds = _open_dataset(dataset)
+    with _bar() as bar:
+        tid = bar.add_task(f"{tier} features", total=None)
+        try:
+            n = compute_features(ds, tier, jobs=jobs, progress=lambda i, k: bar.update(tid, completed=i, total=k))
+        except ValueError as exc:
+            _fail(str(exc))
+    err.print(f"computed {n} rows of {ds.root / f'features_{tier}.parquet'}")
+
+
 @dataset_app.command("stats")
 def dataset_stats(
     dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),

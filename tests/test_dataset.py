@@ -153,3 +153,34 @@ def test_speedup_plot_is_drawn(small, tmp_path):
     small.measurements = []
     with pytest.raises(ValueError, match="no valid measured"):
         plot_speedup_by_strategy(small, tmp_path / "q.png")
+
+
+def test_feature_tables_are_stored_and_refreshed_when_code_changes(small):
+    from cudaperf.dataset.features import compute_features, load_features
+
+    n = compute_features(small, "paper", jobs=1)
+    assert n == len(small.candidates)
+    feats = load_features(small, "paper")
+    assert set(feats) == {c["candidate_id"] for c in small.candidates}
+    assert all(set(v) >= {"coal", "occ", "tpb"} for v in feats.values())
+    assert compute_features(small, "paper") == 0            # up to date: nothing recomputed
+    small.candidates[0] = {**small.candidates[0], "code_sha256": "changed"}
+    assert small.candidates[0]["candidate_id"] not in load_features(small, "paper")
+    assert compute_features(small, "paper") == 1
+    with pytest.raises(ValueError, match="unknown feature tier"):
+        compute_features(small, "magic")
+
+
+def test_shipped_dataset_stats_cli():
+    from typer.testing import CliRunner
+
+    from cudaperf.cli import app
+
+    r = CliRunner().invoke(app, ["dataset", "stats", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert {"n_tasks", "n_families", "n_candidates", "n_valid_candidates"} <= set(d)
+    assert d["n_tasks"] >= 500 and d["n_families"] >= 25 and d["n_candidates"] >= 3000
+    from cudaperf.dataset.store import default_dataset_dir
+
+    assert d["version"] == Dataset.load(default_dataset_dir()).manifest["version"]

@@ -62,9 +62,13 @@ def split_items(ds: Dataset, split: str, part: str) -> list[Item]:
 
 
 def feature_table(ds: Dataset, ids: Sequence[str], tier: str = "paper") -> dict[str, dict[str, float]]:
+    """Features of ``ids``: read from the dataset's stored table where it is up to date, computed otherwise."""
+    from cudaperf.dataset.features import load_features
+
     names, fn = TIERS[tier]
+    stored = load_features(ds, tier)
     code = {c["candidate_id"]: c["code"] for c in ds.candidates}
-    return {i: fn(code[i]) for i in ids}
+    return {i: stored[i] if i in stored else fn(code[i]) for i in ids}
 
 
 class Ranker:
