@@ -8,7 +8,8 @@
                               pass_fraction, speedup, candidate/baseline median and cv, kernels, the environment
     DIR/manifest.json         the version (a content hash of the three tables), counts, split and filter rules
 
-``datasets.load_dataset("parquet", data_files={"tasks": "DIR/tasks.parquet", ...})`` reads it as a DatasetDict.
+``datasets.load_dataset("parquet", data_files="DIR/tasks.parquet", split="train")`` reads a table (one call per
+table: their columns differ).
 The version hash covers the rows, not the files' bytes, so rewriting the same content gives the same version.
 """
 
