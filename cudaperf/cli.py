@@ -646,6 +646,8 @@ def ranker_eval(
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="One JSON object; top-level pairwise_accuracy is the "
                                  "paper-tier MLP on held-out tasks."),
+    compiler: bool = typer.Option(False, "--compiler", help="Also an MLP on the paper + compiler tiers (reads "
+                                  "features_compiler.parquet; compiles candidates missing from it)."),
 ) -> None:
     """Train on each split's training part and evaluate on its held-out part: the MLP against random, the paper's
     linear form and a block-size rule (pairwise accuracy, ordered-pair accuracy, Kendall tau, top-1 hit rate)."""
@@ -656,7 +658,8 @@ def ranker_eval(
     from cudaperf.ranker.train import RankerSettings
 
     ds = _open_dataset(dataset)
-    res = {s: evaluate_split(ds, s, RankerSettings(seed=seed)) for s in ("task", "family")}
+    tiers = ("paper", "paper+compiler") if compiler else ("paper",)
+    res = {s: evaluate_split(ds, s, RankerSettings(seed=seed), tiers=tiers) for s in ("task", "family")}
     top = res["task"].get("models", {}).get("mlp_paper", {}).get("pairwise_accuracy")
     out = {"pairwise_accuracy": top, "dataset_version": ds.version(), "seed": seed, "splits": res}
     if as_json:

@@ -136,3 +136,26 @@ def test_cli_train_score_and_eval(labelled, tmp_path):
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["pairwise_accuracy"] == d["splits"]["task"]["models"]["mlp_paper"]["pairwise_accuracy"]
+
+
+def test_paper_plus_compiler_tier(tmp_path):
+    """An MLP on the paper + compiler features (nvcc compiles each candidate; the table is stored and reused)."""
+    from cudaperf.dataset.features import compute_features, load_features
+
+    ds = Dataset.load(tmp_path / "ds", missing_ok=True)
+    build(ds, families=["elementwise_map"], n_tasks=4)
+    rank = {"vectorized": 20.0, "grid_stride": 16.0, "naive_b256": 12.0, "naive_b1024": 11.0,
+            "streams_pinned": 9.0, "naive_b32": 6.0, "strided": 3.0, "chunked": 1.5}
+    for k, t in enumerate(sorted(ds.tasks, key=lambda t: t["id"])):
+        t["split_task"] = "train" if k < 3 else "test"
+    ds.measurements = [_row(c, rank[c["name"]]) for c in ds.candidates]
+    ds.save()
+    assert compute_features(ds, "compiler", jobs=2) == len(ds.candidates)
+    assert all(v["compiler.registers_per_thread"] > 0 for v in load_features(ds, "compiler").values())
+    res = evaluate_split(ds, "task", RankerSettings(epochs=20), tiers=("paper", "paper+compiler"))
+    m = res["models"]["mlp_paper_compiler"]
+    assert m["n_tasks"] == 1 and 0.0 <= m["pairwise_accuracy"] <= 1.0
+    r = train_ranker(ds, tier="paper+compiler", settings=RankerSettings(epochs=5))
+    assert len(r.names) == 11 + len([n for n in r.names if n.startswith("compiler.")]) > 11
+    r.save(tmp_path / "rk")
+    assert Ranker.load(tmp_path / "rk").tier == "paper+compiler"

@@ -88,10 +88,12 @@ def fit_linear(train_pos: np.ndarray, train_neg: np.ndarray, l2: float = 1e-3, s
     return w
 
 
-def evaluate_split(ds, split: str, settings=None, log: Callable[[str], None] | None = None) -> dict:
+def evaluate_split(ds, split: str, settings=None, log: Callable[[str], None] | None = None,
+                   tiers: Sequence[str] = ("paper",)) -> dict:
     """Train the paper-tier MLP on ``split``'s training tasks; score the held-out (test) tasks with it and with
     the baselines: random, the paper's linear form (w fit by logistic regression on the same pairs) and a
-    block-size rule (the paper's ``occ`` feature alone)."""
+    block-size rule (the paper's ``occ`` feature alone); ``tiers`` adds MLPs on richer feature sets
+    (``paper+compiler``), read from the dataset's stored feature tables where present."""
     from cudaperf.ranker.train import RankerSettings, feature_table, split_items, train_ranker
 
     settings = settings or RankerSettings()
@@ -117,6 +119,14 @@ def evaluate_split(ds, split: str, settings=None, log: Callable[[str], None] | N
     occ = {i.candidate_id: (feats[i.candidate_id]["occ"] if math.isfinite(feats[i.candidate_id]["occ"]) else 0.0)
            for i in test_items}
     models["block_size_rule"] = metrics(test_items, occ)
+    for tier in tiers:
+        if tier == "paper":
+            continue
+        tf = feature_table(ds, [i.candidate_id for i in train_items + test_items], tier)
+        rt = train_ranker(ds, split=split, tier=tier, settings=settings, features=tf)
+        st = rt.score_many([tf[i.candidate_id] for i in test_items])
+        models[f"mlp_{tier.replace('+', '_')}"] = metrics(test_items, {i.candidate_id: float(x)
+                                                                         for i, x in zip(test_items, st)})
     out["models"] = models
     out["linear_weights"] = dict(zip(norm.names, map(float, w)))
     out["ranker"] = ranker.meta

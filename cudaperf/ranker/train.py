@@ -45,8 +45,29 @@ def paper_features(code: str) -> dict[str, float]:
     return {n: float(fv.values.get(n, math.nan)) for n in PAPER_FEATURES}
 
 
+def compiler_tier_features(code: str) -> dict[str, float]:
+    from cudaperf.features.compiler import compiler_features
+
+    return {f"compiler.{k}": float(v) for k, v in compiler_features(code).values.items()}
+
+
+def _compiler_names() -> tuple[str, ...]:
+    from cudaperf.features.compiler import FEATURES
+
+    return tuple(f"compiler.{k}" for k in FEATURES)
+
+
+def paper_compiler_features(code: str) -> dict[str, float]:
+    return {**paper_features(code), **compiler_tier_features(code)}
+
+
 FeatureFn = Callable[[str], dict[str, float]]
-TIERS: dict[str, tuple[tuple[str, ...], FeatureFn]] = {"paper": (PAPER_FEATURES, paper_features)}
+TIERS: dict[str, tuple[tuple[str, ...], FeatureFn]] = {
+    "paper": (PAPER_FEATURES, paper_features),
+    "paper+compiler": (PAPER_FEATURES + _compiler_names(), paper_compiler_features),
+}
+"""Feature sets a ranker can be trained on: the paper's 11, or those plus the compiler tier (ptxas resources,
+theoretical occupancy, SASS mix; the inputs grow to 11 + len(compiler FEATURES))."""
 
 
 def split_items(ds: Dataset, split: str, part: str) -> list[Item]:
@@ -66,9 +87,16 @@ def feature_table(ds: Dataset, ids: Sequence[str], tier: str = "paper") -> dict[
     from cudaperf.dataset.features import load_features
 
     names, fn = TIERS[tier]
-    stored = load_features(ds, tier)
+    parts = tier.split("+")
+    stored_parts = [load_features(ds, p) for p in parts]
     code = {c["candidate_id"]: c["code"] for c in ds.candidates}
-    return {i: stored[i] if i in stored else fn(code[i]) for i in ids}
+    out = {}
+    for i in ids:
+        if all(i in sp for sp in stored_parts):
+            out[i] = {k: v for sp in stored_parts for k, v in sp[i].items()}
+        else:
+            out[i] = fn(code[i])
+    return out
 
 
 class Ranker:
