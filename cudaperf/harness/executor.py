@@ -190,7 +190,6 @@ def run_batch(
     # baseline is timed by the GPU worker just before the task's candidates. Timing runs and background
     # preparation never overlap (cudaperf.harness.quiet), so preparation does not disturb the measurements.
     # With prepare_ahead=0 each GPU worker prepares its own task just before running it.
-    n_workers = len(gpus) if gpus else 1
     ready: queue.Queue = queue.Queue(maxsize=max(1, prepare_ahead))
 
     def prepare(tid: str):

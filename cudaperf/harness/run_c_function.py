@@ -22,7 +22,7 @@ from cudaperf.harness.compare import compare_arrays, describe_mismatch
 from cudaperf.harness.compile import BuildOutcome, build_reference
 from cudaperf.harness.driver import EXIT_NO_GPU, driver_source
 from cudaperf.harness.result import Failure, FailureKind, GpuEvidence, Stage, TestOutcome, TimingStats
-from cudaperf.harness.sandbox import SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env, share_file
+from cudaperf.harness.sandbox import SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env
 from cudaperf.harness.quiet import HOST
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks.inputs import CaseInputs, CaseOutputs, OutputFormatError, generate_case, read_outputs, write_inputs

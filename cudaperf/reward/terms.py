@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from cudaperf.harness.result import EvaluationResult, FailureKind, Stage
+from cudaperf.harness.result import EvaluationResult, FailureKind
 
 NOT_COMPILED = {FailureKind.NO_CODE, FailureKind.STATIC_CHECK, FailureKind.COMPILE_ERROR, FailureKind.LINK_ERROR}
 
