@@ -2,7 +2,8 @@
 
 One :class:`HarnessRewards` object serves every reward term of a trainer process. It evaluates each
 (task, code) once, memoised by the task id and the sha256 of the extracted code, and concurrent requests for the
-same key wait for the one evaluation in flight. TRL calls each reward function with
+same key wait for the one evaluation in flight. Candidates are checked and compiled in parallel and run one at a
+time per visible GPU, so their timings never share a GPU. TRL calls each reward function with
 ``(prompts, completions, completion_ids, **dataset_columns)``; the dataset must have a ``task_id`` column. A
 harness fault gives ``None`` for that sample (TRL leaves it out), never 0.
 """
@@ -11,12 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Mapping, Sequence
 
-from cudaperf.harness.evaluate import evaluate, prepare_task
+from cudaperf.harness.compile import ToolchainError
+from cudaperf.harness.environment import gpu_count
+from cudaperf.harness.evaluate import build_candidate, check_candidate, evaluate, prepare_task
 from cudaperf.harness.extract import extract_code
 from cudaperf.harness.result import EvaluationResult
 from cudaperf.harness.settings import HarnessSettings
@@ -51,6 +55,9 @@ class HarnessRewards:
         self._cache: OrderedDict[tuple[str, str], EvaluationResult] = OrderedDict()
         self._inflight: dict[tuple[str, str], Future] = {}
         self._pool = ThreadPoolExecutor(max_workers=max_workers)
+        gpus: list[int | None] = list(range(gpu_count())) or [None]
+        self._gpu_locks = {g: threading.Lock() for g in gpus}
+        self._gpu_cycle = itertools.cycle(gpus)
         self.cache_size = cache_size
         self.evaluations = 0
         """How many harness evaluations ran (cache misses)."""
@@ -59,13 +66,25 @@ class HarnessRewards:
 
     # -- evaluation, memoised --------------------------------------------------------------------------------
     def _evaluate(self, task: Task, completion: str) -> EvaluationResult:
+        """Check and compile in parallel (the pool's threads); run one candidate at a time per GPU, GPUs taken
+        round-robin, so timed runs never share a GPU."""
         with self._lock:
             prep = self._prepared.get(task.id)
         if prep is None and task.kind != "cuda_kernel":
             prep = prepare_task(task, self.harness)
             with self._lock:
-                self._prepared.setdefault(task.id, prep)
-        return evaluate(task, completion, settings=self.harness, prepared=prep)
+                prep = self._prepared.setdefault(task.id, prep)
+        checked = check_candidate(task, completion, "reward", self.harness)
+        build = None
+        if checked.result is None:
+            try:
+                build = build_candidate(task, checked.code, self.harness)
+            except ToolchainError:
+                build = None  # evaluate() meets the same fault and reports it unscored
+        with self._lock:
+            gpu = next(self._gpu_cycle)
+        with self._gpu_locks[gpu]:
+            return evaluate(task, completion, settings=self.harness, prepared=prep, build=build, gpu_index=gpu)
 
     @staticmethod
     def key(task_id: str, completion: str) -> tuple[str, str]:
