@@ -459,6 +459,9 @@ def dataset_measure(
     store: Optional[Path] = typer.Option(None, "--store", help="Raw results JSONL (resumable; default "
                                          "DATASET/runs/RUN_ID.jsonl)."),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Resume this run (same --store)."),
+    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Start no candidate after this many "
+                                                "minutes; the rest is left for a rerun (fits a machine's time "
+                                                "limit, and the dataset is still saved)."),
 ) -> None:
     """Measure candidates with the harness on the local GPUs (compile in parallel, then one worker per GPU).
 
@@ -483,7 +486,8 @@ def dataset_measure(
                 ids[phase] = bar.add_task("compiling" if phase == "compile" else "running on GPU", total=n)
             bar.update(ids[phase], completed=i)
 
-        summary = measure(ds, cands, store_path=store, run_id=run_id, progress=progress)
+        summary = measure(ds, cands, store_path=store, run_id=run_id, progress=progress,
+                          max_seconds=max_minutes * 60 if max_minutes is not None else None)
     version = ds.save()
     b = summary.batch
     if not b.gpus:
@@ -491,6 +495,9 @@ def dataset_measure(
     err.print(f"run {run_id}: {summary.n_candidates} candidates, compile {b.compile_wall_s:.0f} s "
               f"({b.compile_per_min:.0f}/min), GPU {b.run_wall_s:.0f} s ({b.run_per_min:.1f}/min) on GPUs "
               f"{list(b.gpus)}; total {summary.wall_s:.0f} s; dataset version {version}")
+    if b.n_not_started:
+        err.print(f"[yellow]{b.n_not_started} candidates not started[/] (--max-minutes): rerun the same command "
+                  f"with --run-id {run_id} --store {store or ds.root / 'runs' / f'{run_id}.jsonl'} to go on")
 
 
 @dataset_app.command("ingest")

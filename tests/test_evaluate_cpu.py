@@ -106,3 +106,15 @@ def test_deferred_baseline_is_timed_later_and_inputs_are_shared_read_only():
     done = time_baseline(prep, settings)
     assert done.baseline_timing is not None and done.baseline_timing.n >= settings.min_reps
     assert done.input_file("timing") == path and time_baseline(done, settings) is done
+
+
+def test_batch_time_limit_leaves_the_rest_for_a_rerun(tmp_path):
+    from cudaperf.harness.executor import Job, run_batch
+    from cudaperf.tasks import builtin_candidates, find_task, load_builtin_tasks
+
+    task = find_task(load_builtin_tasks(), "saxpy")
+    jobs = [Job("saxpy", c.label, c.source) for c in builtin_candidates() if c.task_id == "saxpy"]
+    s = run_batch([task], jobs, tmp_path / "r.jsonl", compile_workers=2, max_seconds=0.0)
+    assert s.n_run == 0 and s.n_not_started == len(jobs)   # all compiled, none started
+    s2 = run_batch([task], jobs, tmp_path / "r.jsonl", compile_workers=2)
+    assert s2.n_not_started == 0 and s2.n_run == len(jobs)

@@ -101,9 +101,10 @@ def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, rem
 def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path | None = None,
             run_id: str | None = None, settings: HarnessSettings = MEASURE_SETTINGS,
             gpus: Sequence[int] | None = None, progress: Callable[[str, int, int], None] | None = None,
-            save_every_s: float = 60.0) -> MeasureSummary:
+            max_seconds: float | None = None) -> MeasureSummary:
     """Evaluate ``candidates`` through the harness (compile pool, then one worker per GPU); results go to a
-    resumable JSONL store and, as rows, into ``ds.measurements`` (saved at the end)."""
+    resumable JSONL store and, as rows, into ``ds.measurements`` (the caller saves). ``max_seconds``: start no
+    candidate after this long, so a run fits a machine's time limit and ends cleanly; rerun to go on."""
     run_id = run_id or new_run_id()
     store = ResultStore(store_path or ds.root / "runs" / f"{run_id}.jsonl")
     tasks = dataset_tasks(ds)
@@ -112,7 +113,7 @@ def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path |
     t0 = time.monotonic()
     summary = run_batch([tasks[t] for t in sorted({c["task_id"] for c in candidates})], jobs, store,
                         settings=settings, gpus=gpus, progress=progress, prepare_ahead=2, prepare_workers=1,
-                        seed_of=dataset_seed)
+                        seed_of=dataset_seed, max_seconds=max_seconds)
     ingest(ds, store.read(), run_id, by_key)
     return MeasureSummary(run_id, len(candidates), len({c["task_id"] for c in candidates}), summary,
                           time.monotonic() - t0)

@@ -61,6 +61,8 @@ class BatchSummary:
     """Candidates that reached a GPU run."""
     gpus: tuple[int, ...]
     results: tuple[EvaluationResult, ...] = field(repr=False, default=())
+    n_not_started: int = 0
+    """Candidates left for a rerun because ``max_seconds`` ran out."""
 
     @property
     def compile_per_min(self) -> float:
@@ -86,13 +88,15 @@ def run_batch(
     prepare_ahead: int = 1,
     prepare_workers: int = 1,
     seed_of: Callable[[str], int] | None = None,
+    max_seconds: float | None = None,
 ) -> BatchSummary:
     """Evaluate ``jobs``; append each result to ``store`` as it completes; skip jobs already scored there.
 
     ``prepare_ahead``: tasks prepared on CPU threads while the GPUs run candidates (0: prepare in the GPU worker,
     nothing overlaps); ``prepare_workers``: threads preparing. Each prepared task holds its inputs and expected
     outputs in memory, so this bounds memory as well. ``seed_of(task_id)``: the seed of a task's hidden inputs
-    (default: a fresh one per task and run).
+    (default: a fresh one per task and run). ``max_seconds``: start no new candidate after this long (counted
+    from the call); what did not run stays out of the store, so a rerun resumes there.
     """
     settings = settings or HarnessSettings()
     store = store if isinstance(store, ResultStore) else ResultStore(store)
@@ -103,6 +107,8 @@ def run_batch(
     keys = [(j.task_id, j.candidate_id) for j in jobs]
     if len(set(keys)) != len(keys):
         raise ValueError("two jobs share a (task_id, candidate_id) key")
+    t_call = time.monotonic()
+    out_of_time = lambda: max_seconds is not None and time.monotonic() - t_call > max_seconds  # noqa: E731
     done = store.done_keys()
     todo = [j for j in jobs if (j.task_id, j.candidate_id) not in done]
     gpus = tuple(range(gpu_count())) if gpus is None else tuple(gpus)
@@ -171,6 +177,8 @@ def run_batch(
             except (HarnessError, ToolchainError, OSError) as exc:
                 prep_error = f"{type(exc).__name__}: {exc}"
         for job in task_jobs:
+            if out_of_time():
+                return
             code, build = builds[(job.task_id, job.candidate_id)]
             if prep_error is not None:
                 base = replace(base_result(task, job.candidate_id, code, settings, gpu), stage=Stage.COMPILED,
@@ -226,6 +234,8 @@ def run_batch(
                     tid = work.get_nowait()
                 except queue.Empty:
                     return
+                if out_of_time():
+                    return
                 _, prep, err = prepare(tid)
                 run_task(by_id[tid], per_task[tid], gpu, prep, err)
         while True:
@@ -256,6 +266,8 @@ def run_batch(
                     break
                 if stop.is_set():
                     return
+                if out_of_time():
+                    break
                 put(prepare(tid))
             with plock:
                 done_producers[0] += 1
@@ -275,5 +287,5 @@ def run_batch(
         raise errors[0]
     run_wall = time.monotonic() - t1
     return BatchSummary(n_jobs=len(jobs), n_skipped=len(jobs) - len(todo), n_compiled=n_compiled,
-                        compile_wall_s=compile_wall, run_wall_s=run_wall, n_run=n_total, gpus=gpus,
-                        results=tuple(results))
+                        compile_wall_s=compile_wall, run_wall_s=run_wall, n_run=counter[0], gpus=gpus,
+                        results=tuple(results), n_not_started=n_total - counter[0])
