@@ -82,7 +82,6 @@ def _naive(p: dict, block: int) -> str:
 
 
 def _grid_stride(p: dict) -> str:
-    t = p["type"]
     if p["mode"] == "gather":
         st = "y[i] = fmap(__ldg(&x[__ldg(&idx[i])]));"
     else:
@@ -97,7 +96,6 @@ def _grid_stride(p: dict) -> str:
 
 
 def _vectorized(p: dict) -> str:
-    t = p["type"]
     if p["mode"] == "gather":
         body = ("        int4 k = idx4[q];\n"
                 "        int b = 4 * q;\n"
@@ -212,7 +210,6 @@ def _chunked(p: dict) -> str:
 
 def _host_f(p: dict) -> str:
     """The device only moves the data; f is applied on the host afterwards."""
-    t = p["type"]
     g = p["mode"] == "gather"
     st = "y[i] = x[idx[i]];" if g else "y[idx[i]] = x[i];"
     return (_pre(p).replace("__device__ __forceinline__", "static inline")
@@ -262,7 +259,7 @@ def generate(index: int, rng: np.random.Generator) -> GeneratedTask:
             n_time //= 3
     n_time += int(rng.integers(1, 5000))
     idist = {"kind": "permutation"} if perm else {"kind": "randint", "low": 0, "high": "n"}
-    what = (f"y[i] = f(x[idx[i]])" if mode == "gather" else "y[idx[i]] = f(x[i])")
+    what = ("y[i] = f(x[idx[i]])" if mode == "gather" else "y[idx[i]] = f(x[i])")
     task = {
         "function_name": mode,
         "description": (f"{mode.capitalize()} over {t}: {what} for i < n, idx "

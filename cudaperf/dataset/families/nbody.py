@@ -282,7 +282,6 @@ def _packed(M: _M) -> str:
 
 def _roundtrip(M: _M) -> str:
     """step mode: naive kernel, and the whole state travels to the host and back after every step."""
-    t = M.t
     body = _naive(M, 128, False)
     launch_old = "    forces<<<(n + 127) / 128, 128>>>(n, eps2, pa, pa + 1, pa + 2, dm, dt, pa, pb, dv);\n"
     assert launch_old in body

@@ -157,7 +157,7 @@ def _flat_atomics(p: dict) -> str:
 
 def _host_reduce(p: dict) -> str:
     ot = _ot(p)
-    return (_pre(p).replace(f"#define IDENT", "#include <stdlib.h>\n#define IDENT")
+    return (_pre(p).replace("#define IDENT", "#include <stdlib.h>\n#define IDENT")
             + _fns("static inline", p).replace("mixk", "h_mixk").replace("gval", "h_gval")
             .replace("comb", "h_comb").replace("fin(", "h_fin(")
             + f"__global__ void map_kernel(int n, const unsigned int* x, {ot}* g) {{\n"
