@@ -463,7 +463,8 @@ def dataset_measure(
                                                 "minutes; the rest is left for a rerun (fits a machine's time "
                                                 "limit, and the dataset is still saved)."),
 ) -> None:
-    """Measure candidates with the harness on the local GPUs (compile in parallel, then one worker per GPU).
+    """Measure candidates with the harness on the local GPUs: one worker per GPU, tasks interleaved across
+    families, starting while later tasks still compile in parallel.
 
     Results are appended to a JSONL store as they complete; rerun with the same --store and --run-id to resume.
     """

@@ -184,3 +184,14 @@ def test_shipped_dataset_stats_cli():
     from cudaperf.dataset.store import default_dataset_dir
 
     assert d["version"] == Dataset.load(default_dataset_dir()).manifest["version"]
+
+
+def test_measurement_order_interleaves_families(small):
+    from cudaperf.dataset.measure import interleaved_task_order
+
+    ids = {t["id"] for t in small.tasks}
+    order = interleaved_task_order(small, ids)
+    fam_of = {t["id"]: t["family"] for t in small.tasks}
+    assert sorted(order) == sorted(ids)
+    n_fam = len(set(fam_of.values()))
+    assert len({fam_of[t] for t in order[:n_fam]}) == n_fam  # every family before any family's second task

@@ -118,3 +118,79 @@ def test_batch_time_limit_leaves_the_rest_for_a_rerun(tmp_path):
     assert s.n_run == 0 and s.n_not_started == len(jobs)   # all compiled, none started
     s2 = run_batch([task], jobs, tmp_path / "r.jsonl", compile_workers=2)
     assert s2.n_not_started == 0 and s2.n_run == len(jobs)
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_batch_over_several_tasks_reports_every_job_once(tmp_path, overlap):
+    from cudaperf.harness.executor import Job, run_batch
+    from cudaperf.tasks import builtin_candidates, load_builtin_tasks
+
+    tasks = load_builtin_tasks()
+    cands = [c for c in builtin_candidates() if c.task_id in {t.id for t in tasks}][:6]
+    jobs = [Job(c.task_id, c.label, c.source) for c in cands]
+    jobs.append(Job(cands[0].task_id, "broken", "```cuda\n__global__ void k( {\n```"))
+    s = run_batch(tasks, jobs, tmp_path / "r.jsonl", compile_workers=2, overlap_compile=overlap)
+    keys = [(r.task_id, r.candidate_id) for r in s.results]
+    assert sorted(keys) == sorted((j.task_id, j.candidate_id) for j in jobs)
+    assert s.n_not_started == 0 and s.n_compiled == len(jobs) - 1  # "broken" stops at the static checks
+    broken = next(r for r in s.results if r.candidate_id == "broken")
+    assert broken.status == "scored" and not broken.correct and broken.failure is not None
+
+
+def test_driver_runs_tests_then_timing_windows_on_command(tmp_path):
+    """The driver's testtime protocol, with its CPU build (the trusted reference) as the program: tests, then two
+    timing windows in one process, then the timing outputs, which must equal the reference's own."""
+    from cudaperf.harness.run_c_function import TimingWindow, compare_case, prepare_c_function
+    from cudaperf.harness.sandbox import CTL_FD, SandboxLimits, Workdir, run_sandboxed
+    from cudaperf.harness.settings import HarnessSettings
+    from cudaperf.tasks import find_task, load_builtin_tasks
+    from cudaperf.tasks.inputs import read_outputs
+
+    task = find_task(load_builtin_tasks(), "saxpy")
+    settings = HarnessSettings(budget_ms=20, max_reps=8)
+    prep = prepare_c_function(task, settings, seed=5, defer_baseline=True)
+    window = TimingWindow.of(settings, 2, first=True)
+    seen = []
+
+    def control(ctl):
+        seen.append(ctl.read_line(timeout_s=30))
+        for _ in range(2):
+            ctl.send(window.command())
+            seen.append(ctl.read_line(timeout_s=30))
+        ctl.send("stop")
+
+    with Workdir() as w:
+        for name, which in (("tests.bin", "tests"), ("timing.bin", "timing")):
+            (w / name).write_bytes(prep.input_file(which).read_bytes())
+        exe = w / "prog"
+        exe.write_bytes(prep.reference_exe.read_bytes())
+        exe.chmod(0o755)
+        from cudaperf.harness.sandbox import share_file
+        for f in (exe, w / "tests.bin", w / "timing.bin"):
+            share_file(f)
+        r = run_sandboxed([str(exe), "testtime", "tests.bin", "out.bin", "stats.txt", "timing.bin", "tout.bin",
+                           "tstats.txt", CTL_FD], w, limits=SandboxLimits(wall_s=60), control=control)
+        stats = (w / "tstats.txt").read_text().splitlines()
+        touts = read_outputs(w / "tout.bin", task, len(prep.timing_cases))
+        outs = read_outputs(w / "out.bin", task, len(prep.test_cases))
+    assert r.ok, r.stderr
+    assert seen == ["tests_done", "timing_done", "timing_done"]
+    windows = [l for l in stats if l.startswith("window ")]
+    assert [l.split()[1] for l in windows] == ["0", "1"]
+    assert sum(l.startswith("time_ns ") for l in stats) >= 2 * window.min_reps
+    assert all(compare_case(task, e, g) is None for e, g in zip(prep.expected_timing, touts))
+    assert all(compare_case(task, e, g) is None for e, g in zip(prep.expected_tests, outs))
+
+
+def test_timing_windows_share_the_budget():
+    from cudaperf.harness.run_c_function import TimingWindow
+    from cudaperf.harness.settings import HarnessSettings
+
+    s = HarnessSettings(min_reps=5, max_reps=48, budget_ms=400, warmup=2, timing_rounds=4)
+    first, later = TimingWindow.of(s, 4, first=True), TimingWindow.of(s, 4, first=False)
+    assert (first.min_reps, first.max_reps, first.budget_ms, first.warmup) == (2, 12, 100.0, 2)
+    assert later.warmup == 1 and later.command().split()[:4] == ["time", "2", "12", "100.000"]
+    one = TimingWindow.of(s, 1, first=True)
+    assert (one.min_reps, one.max_reps, one.budget_ms) == (5, 48, 400.0)
+    with pytest.raises(ValueError):
+        HarnessSettings(timing_rounds=0)

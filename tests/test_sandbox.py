@@ -97,3 +97,65 @@ def test_a_bad_run_does_not_affect_the_next():
         _sh("sleep 60", w, wall_s=0.5)
         r = _sh("echo fine", w)
     assert r.ok and r.stdout == "fine\n"
+
+
+# --- the control channel: a program that pauses for the harness's verdict ----------------------------------------
+
+def _controlled(script: str, w: Path, control, wall_s: float = 20.0):
+    from cudaperf.harness.sandbox import CTL_FD
+
+    return run_sandboxed(["bash", "-c", script, "prog", CTL_FD], w, limits=SandboxLimits(wall_s=wall_s),
+                         control=control)
+
+
+def test_control_channel_round_trip():
+    seen = []
+
+    def control(ctl):
+        seen.append(ctl.read_line(timeout_s=10))
+        assert ctl.send("time")
+        seen.append(ctl.read_line(timeout_s=10))
+
+    with Workdir() as w:
+        r = _controlled('echo tests_done >&"$1"; read v; echo "got $v" >&"$1"; echo out', w, control)
+    assert seen == ["tests_done", "got time"] and r.ok and r.stdout == "out\n"
+
+
+def test_control_stop_ends_the_program_and_eof_is_seen():
+    seen = []
+
+    def control(ctl):
+        seen.append(ctl.read_line(timeout_s=10))
+        ctl.send("stop")
+        seen.append(ctl.read_line(timeout_s=10))
+        seen.append(ctl.eof)
+
+    with Workdir() as w:
+        r = _controlled('echo tests_done >&"$1"; read v; [ "$v" = time ] && echo timed; exit 0', w, control)
+    assert seen == ["tests_done", None, True] and r.ok and r.stdout == ""
+
+
+def test_control_phase_timeout_kills_the_program():
+    def control(ctl):
+        line = ctl.read_line(timeout_s=0.5)
+        assert line is None and not ctl.eof
+        ctl.kill()
+
+    with Workdir() as w:
+        t0 = time.monotonic()
+        r = _controlled("sleep 30", w, control, wall_s=60)
+    assert r.timed_out and r.returncode is None and time.monotonic() - t0 < 10
+
+
+def test_control_line_flood_and_early_exit_are_just_lines():
+    got = []
+
+    def control(ctl):
+        got.append(ctl.read_line(timeout_s=10))
+        got.append(ctl.read_line(timeout_s=10))
+
+    with Workdir() as w:
+        r = _controlled('head -c 200000 /dev/zero | tr "\\0" x >&"$1"; printf "tests_done" >&"$1"; exit 4', w,
+                        control)
+    assert r.returncode == 4
+    assert got[0] is not None and len(got[0]) <= 256 and got[1] is None

@@ -7,9 +7,18 @@ call the function at the same boundary: host inputs in, host outputs out.
 Modes (``argv[1]``)::
 
     test  INPUTS OUTPUTS STATS                 every case once; outputs poisoned before each call
-    time  INPUTS OUTPUTS STATS MIN MAX BUDGET_MS CV WARMUP
+    time  INPUTS OUTPUTS STATS MIN MAX BUDGET_MS CV WARMUP [WARMUP_MS]
                                                rotate over the cases; fresh host buffers per call (untimed),
-                                               timed call + device-wide synchronize; adaptive repetitions
+                                               timed call + device-wide synchronize; adaptive repetitions;
+                                               warm-up: WARMUP calls and at least WARMUP_MS of calls
+    testtime INPUTS OUTPUTS STATS TINPUTS TOUTPUTS TSTATS CTL_FD
+                                               ``test``, then report ``tests_done`` on descriptor CTL_FD and
+                                               read the harness's commands on stdin, one per line: ``time MIN
+                                               MAX BUDGET_MS CV WARMUP WARMUP_MS`` runs one timing window on
+                                               the T* files in the same process (one context, warm clocks) and
+                                               reports ``timing_done``; anything else (or end of input) writes
+                                               the timing outputs, traces one call, and ends the program. Windows
+                                               let a batch interleave the timing of a task's candidates.
 
 The outputs file is written case by case and flushed, so a crash keeps what came before it. The stats file is
 text: ``case I kernels K kernel_ns ...`` (GPU build), ``time_ns T`` lines, ``cuda_error I NAME`` on a CUDA error
@@ -81,6 +90,8 @@ def driver_source(task: CFunctionTask) -> str:
 #include <string.h>
 #include <time.h>
 #include <math.h>
+#include <signal.h>
+#include <unistd.h>
 #ifdef CUDAPERF_GPU
 #include <cuda_runtime.h>
 #include "probe.h"
@@ -227,20 +238,37 @@ static int run_tests(const char *in, const char *outp, FILE *stats) {{
     return 0;
 }}
 
-static int run_timing(const char *in, const char *outp, FILE *stats, int min_reps, int max_reps, double budget_ms,
-                      double cv_target, int warmup) {{
-    uint32_t n = 0;
-    Case *cases = read_cases(in, &n);
-    if (n == 0) return {EXIT_BAD_INPUT};
+/* Timing state kept across windows: the cases, and the buffers of the last call on each case (re-checked). */
+typedef struct {{
+    Case *cases;
+    uint32_t n;
+    Buffers *last;
+    int *have;
+    int windows;
+}} Timing;
+
+static void timing_open(Timing *t, const char *in) {{
+    t->n = 0;
+    t->cases = read_cases(in, &t->n);
+    if (t->n == 0) exit({EXIT_BAD_INPUT});
+    t->last = (Buffers *)xmalloc(sizeof(Buffers) * t->n);
+    t->have = (int *)calloc(t->n, sizeof(int));
+    t->windows = 0;
+}}
+
+/* One timing window: warm-up (WARMUP calls and at least WARMUP_MS), then timed calls rotating over the cases
+ * until MIN reps are done and the cv is below CV or BUDGET_MS has passed (at most MAX). */
+static void timing_window(Timing *t, FILE *stats, int min_reps, int max_reps, double budget_ms, double cv_target,
+                          int warmup, double warmup_ms) {{
+    uint32_t n = t->n;
     if (min_reps < (int)n) min_reps = (int)n;
     if (max_reps < min_reps) max_reps = min_reps;
-    Buffers *last = (Buffers *)xmalloc(sizeof(Buffers) * n);
-    int *have = (int *)calloc(n, sizeof(int));
     double *times = (double *)xmalloc(sizeof(double) * (size_t)max_reps);
-    for (int w = 0; w < warmup; ++w) {{
+    double warm_start = now_ns();
+    for (int w = 0; w < warmup || ((now_ns() - warm_start) / 1e6 < warmup_ms && w < 1000); ++w) {{
         Buffers b;
-        setup_buffers(&cases[w % n], &b);
-        call_case(&cases[w % n], &b);
+        setup_buffers(&t->cases[w % n], &b);
+        call_case(&t->cases[w % n], &b);
 #ifdef CUDAPERF_GPU
         check_cuda(stats, -1, cudaDeviceSynchronize());
 #endif
@@ -251,9 +279,9 @@ static int run_timing(const char *in, const char *outp, FILE *stats, int min_rep
     while (reps < max_reps) {{
         uint32_t ci = (uint32_t)(reps % (int)n);
         Buffers b;
-        setup_buffers(&cases[ci], &b);          /* fresh host buffers, outside the timed region */
+        setup_buffers(&t->cases[ci], &b);          /* fresh host buffers, outside the timed region */
         double t0 = now_ns();
-        call_case(&cases[ci], &b);
+        call_case(&t->cases[ci], &b);
 #ifdef CUDAPERF_GPU
         cudaError_t err = cudaDeviceSynchronize(); /* device-wide: work on any stream counts */
 #endif
@@ -262,22 +290,31 @@ static int run_timing(const char *in, const char *outp, FILE *stats, int min_rep
         check_cuda(stats, -1, err);
 #endif
         times[reps++] = t1 - t0;
-        if (have[ci]) free_buffers(&last[ci]);
-        last[ci] = b;
-        have[ci] = 1;
+        if (t->have[ci]) free_buffers(&t->last[ci]);
+        t->last[ci] = b;
+        t->have[ci] = 1;
         if (reps >= min_reps && (cv_of(times, reps) < cv_target || (now_ns() - start) / 1e6 > budget_ms)) break;
     }}
     for (int i = 0; i < reps; ++i) fprintf(stats, "time_ns %.0f\\n", times[i]);
+    fprintf(stats, "window %d reps %d\\n", t->windows, reps);
     fflush(stats);
+    free(times);
+    t->windows++;
+}}
+
+/* The outputs of the last call on each case, then (GPU build) one extra traced call: where a call's GPU time
+ * goes. */
+static void timing_close(Timing *t, const char *outp, FILE *stats) {{
+    uint32_t n = t->n;
     FILE *out = open_out(outp, n);
-    for (uint32_t i = 0; i < n; ++i) write_case(out, &cases[i], &last[i]);
+    for (uint32_t i = 0; i < n; ++i) write_case(out, &t->cases[i], &t->last[i]);
     fclose(out);
 #ifdef CUDAPERF_GPU
-    {{ /* one extra, untimed, traced call: where the GPU time of a call goes */
+    {{
         Buffers b;
-        setup_buffers(&cases[0], &b);
+        setup_buffers(&t->cases[0], &b);
         cudaperf_probe_begin();
-        call_case(&cases[0], &b);
+        call_case(&t->cases[0], &b);
         check_cuda(stats, -1, cudaDeviceSynchronize());
         cudaperf_probe_stats p = cudaperf_probe_end();
         fprintf(stats, "profile valid %d kernels %llu kernel_ns %llu memcpy_ns %llu memset_ns %llu htod_bytes %llu dtoh_bytes %llu\\n",
@@ -286,13 +323,29 @@ static int run_timing(const char *in, const char *outp, FILE *stats, int min_rep
                 (unsigned long long)p.htod_bytes, (unsigned long long)p.dtoh_bytes);
         free_buffers(&b);
     }}
+#else
+    (void)stats;
 #endif
+}}
+
+static int run_timing(const char *in, const char *outp, FILE *stats, int min_reps, int max_reps, double budget_ms,
+                      double cv_target, int warmup, double warmup_ms) {{
+    Timing t;
+    timing_open(&t, in);
+    timing_window(&t, stats, min_reps, max_reps, budget_ms, cv_target, warmup, warmup_ms);
+    timing_close(&t, outp, stats);
     return 0;
 }}
 
+static void report(int fd, const char *line) {{
+    size_t n = strlen(line);
+    if (fd >= 0 && write(fd, line, n) != (ssize_t)n) {{ /* the harness stopped listening: nothing to do */ }}
+}}
+
 int main(int argc, char **argv) {{
+    signal(SIGPIPE, SIG_IGN);
     if (argc < 5) {{
-        fprintf(stderr, "usage: %s test|time INPUTS OUTPUTS STATS [MIN MAX BUDGET_MS CV WARMUP]\\n", argv[0]);
+        fprintf(stderr, "usage: %s test|time|testtime INPUTS OUTPUTS STATS [...]\\n", argv[0]);
         return {EXIT_BAD_INPUT};
     }}
     FILE *stats = fopen(argv[4], "w");
@@ -313,7 +366,34 @@ int main(int argc, char **argv) {{
     int rc;
     if (strcmp(argv[1], "test") == 0) rc = run_tests(argv[2], argv[3], stats);
     else if (strcmp(argv[1], "time") == 0 && argc >= 10)
-        rc = run_timing(argv[2], argv[3], stats, atoi(argv[5]), atoi(argv[6]), atof(argv[7]), atof(argv[8]), atoi(argv[9]));
+        rc = run_timing(argv[2], argv[3], stats, atoi(argv[5]), atoi(argv[6]), atof(argv[7]), atof(argv[8]), atoi(argv[9]),
+                        argc >= 11 ? atof(argv[10]) : 0.0);
+    else if (strcmp(argv[1], "testtime") == 0 && argc >= 9) {{
+        int ctl = atoi(argv[8]);
+        rc = run_tests(argv[2], argv[3], stats);
+        fflush(stats);
+        report(ctl, "tests_done\\n");
+        FILE *tstats = NULL;
+        Timing t;
+        char cmd[256];
+        while (rc == 0 && fgets(cmd, sizeof cmd, stdin)) {{
+            int min_reps, max_reps, warmup;
+            double budget_ms, cv, warmup_ms;
+            if (sscanf(cmd, "time %d %d %lf %lf %d %lf", &min_reps, &max_reps, &budget_ms, &cv, &warmup,
+                       &warmup_ms) != 6) break;
+            if (!tstats) {{
+                tstats = fopen(argv[7], "w");
+                if (!tstats) {{ rc = {EXIT_BAD_INPUT}; break; }}
+                timing_open(&t, argv[5]);
+            }}
+            timing_window(&t, tstats, min_reps, max_reps, budget_ms, cv, warmup, warmup_ms);
+            report(ctl, "timing_done\\n");
+        }}
+        if (tstats) {{
+            timing_close(&t, argv[6], tstats);
+            fclose(tstats);
+        }}
+    }}
     else {{ fprintf(stderr, "cudaperf driver: bad mode\\n"); rc = {EXIT_BAD_INPUT}; }}
     fclose(stats);
     return rc;

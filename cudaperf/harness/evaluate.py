@@ -202,18 +202,7 @@ def evaluate(
             durations["prepare_s"] = time.monotonic() - t0
             out = run_c_function(prepared, build, settings, gpu_index)
             durations["run_s"] = out.run_s
-            res = replace(res, stage=out.stage, correct=out.correct, failure=out.failure, tests=out.tests,
-                          pass_fraction=out.pass_fraction, candidate_timing=out.candidate_timing,
-                          gpu_evidence=out.gpu_evidence, seeds=(prepared.seed,))
-            if out.failure is not None and out.failure.attributed_to == "harness":
-                res = replace(res, status="unscored")
-            if out.candidate_timing is not None and prepared.baseline_timing is not None:
-                speedup = prepared.baseline_timing.median_ms / max(out.candidate_timing.median_ms, 1e-6)
-                flag = None
-                if speedup > settings.plausible_speedup:
-                    flag = (f"speedup {speedup:.0f}x exceeds the plausibility bound "
-                            f"{settings.plausible_speedup:.0f}x: audit before trusting")
-                res = replace(res, baseline_timing=prepared.baseline_timing, speedup=speedup, speedup_flag=flag)
+            res = c_function_result(res, prepared, out, settings)
         elif isinstance(task, CudaKernelTask):
             from cudaperf.harness.run_cuda_kernel import run_kernel_candidate
 
@@ -226,6 +215,42 @@ def evaluate(
         res = unscored(res, f"{type(exc).__name__}: {exc}")
     durations["total_s"] = time.monotonic() - t_start
     return replace(res, durations_s={**res.durations_s, **durations})
+
+
+def c_function_result(res: EvaluationResult, prepared, out, settings: HarnessSettings) -> EvaluationResult:
+    """Fold a ``c_function`` run's outcome (and the preparation's baseline) into the result."""
+    res = replace(res, stage=out.stage, correct=out.correct, failure=out.failure, tests=out.tests,
+                  pass_fraction=out.pass_fraction, candidate_timing=out.candidate_timing,
+                  gpu_evidence=out.gpu_evidence, seeds=(prepared.seed,))
+    if out.failure is not None and out.failure.attributed_to == "harness":
+        res = replace(res, status="unscored")
+    if out.candidate_timing is not None and prepared.baseline_timing is not None:
+        speedup = prepared.baseline_timing.median_ms / max(out.candidate_timing.median_ms, 1e-6)
+        flag = None
+        if speedup > settings.plausible_speedup:
+            flag = (f"speedup {speedup:.0f}x exceeds the plausibility bound "
+                    f"{settings.plausible_speedup:.0f}x: audit before trusting")
+        res = replace(res, baseline_timing=prepared.baseline_timing, speedup=speedup, speedup_flag=flag)
+    return res
+
+
+def evaluate_c_function_group(task: CFunctionTask, items, prepared, settings: HarnessSettings,
+                              gpu_index: int | None = None, should_stop=lambda: False) -> list[EvaluationResult]:
+    """Evaluate a task's compiled candidates together, with interleaved timing windows
+    (:func:`cudaperf.harness.run_c_function.run_c_function_group`). ``items``: (candidate_id, code, build) with
+    builds that succeeded; candidates left out by ``should_stop`` are not in the result."""
+    from cudaperf.harness.run_c_function import run_c_function_group
+
+    t0 = time.monotonic()
+    outs, prepared = run_c_function_group(prepared, [((cid, code, build), build) for cid, code, build in items],
+                                          settings, gpu_index, should_stop=should_stop)
+    results = []
+    for (cid, code, build), out in outs:
+        res = replace(base_result(task, cid, code, settings, gpu_index), stage=Stage.COMPILED, compile=build.info)
+        res = c_function_result(res, prepared, out, settings)
+        results.append(replace(res, durations_s={"compile_s": build.info.seconds, "run_s": out.run_s,
+                                                 "group_s": time.monotonic() - t0}))
+    return results
 
 
 def _forced_gpu() -> bool:

@@ -1,11 +1,13 @@
 """Batch evaluation over all visible GPUs.
 
-Phase 1 checks and compiles every candidate on a CPU pool (nvcc runs in the sandbox, in parallel). Phase 2 runs
-one worker per GPU; a worker takes one task at a time, prepared ahead by a CPU thread (hidden inputs, reference
-outputs), times its sequential baseline once for the run and evaluates that task's candidates on its GPU, one at
-a time, so timing never shares a GPU (nor the host with background preparation: see ``quiet.py``). Every
-candidate run is a fresh sandboxed process pinned with CUDA_VISIBLE_DEVICES: a CUDA error, a hang or a crash
-ends that process only, so the worker needs no respawn and nothing leaks into the next evaluation. Results are appended to a :class:`ResultStore` as they complete; a rerun resumes.
+A CPU pool checks and compiles candidates task by task (nvcc runs in the sandbox, in parallel); by default the
+GPUs start on the first built task while later tasks still compile, with nvcc at the lowest CPU priority. One
+worker per GPU takes one task at a time, prepared ahead by a CPU thread (hidden inputs, reference outputs), times
+its sequential baseline just before the task's candidates and evaluates them on its GPU one at a time, so timing
+never shares a GPU (nor the host with background preparation: see ``quiet.py``). Every candidate run is a fresh
+sandboxed process pinned with CUDA_VISIBLE_DEVICES: a CUDA error, a hang or a crash ends that process only, so the
+worker needs no respawn and nothing leaks into the next evaluation. Results are appended to a
+:class:`ResultStore` as they complete; a rerun resumes.
 """
 
 from __future__ import annotations
@@ -20,23 +22,24 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from cudaperf.harness.compile import BuildOutcome, ToolchainError
+from cudaperf.harness.compile import BuildOutcome, ToolchainError, compile_priority
 from cudaperf.harness.environment import gpu_count
 from cudaperf.harness.evaluate import (
     build_candidate,
     check_candidate,
     compile_failure,
     evaluate,
+    evaluate_c_function_group,
     finish_preparation,
     prepare_task,
     unscored,
     base_result,
 )
 from cudaperf.harness.result import EvaluationResult, Stage
-from cudaperf.harness.run_c_function import HarnessError
+from cudaperf.harness.run_c_function import HarnessError, PreparedCFunction
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.harness.store import ResultStore
-from cudaperf.tasks.schema import Task
+from cudaperf.tasks.schema import CFunctionTask, Task
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ def run_batch(
     prepare_workers: int = 1,
     seed_of: Callable[[str], int] | None = None,
     max_seconds: float | None = None,
+    overlap_compile: bool = True,
 ) -> BatchSummary:
     """Evaluate ``jobs``; append each result to ``store`` as it completes; skip jobs already scored there.
 
@@ -96,7 +100,10 @@ def run_batch(
     nothing overlaps); ``prepare_workers``: threads preparing. Each prepared task holds its inputs and expected
     outputs in memory, so this bounds memory as well. ``seed_of(task_id)``: the seed of a task's hidden inputs
     (default: a fresh one per task and run). ``max_seconds``: start no new candidate after this long (counted
-    from the call); what did not run stays out of the store, so a rerun resumes there.
+    from the call); what did not run stays out of the store, so a rerun resumes there. ``overlap_compile``: run
+    the first tasks on the GPUs while later ones still compile (nvcc niced; default ``compile_workers``: half the
+    cores less one per GPU, so that hyperthread siblings of timing runs mostly idle); False: compile everything
+    first, on all cores.
     """
     settings = settings or HarnessSettings()
     store = store if isinstance(store, ResultStore) else ResultStore(store)
@@ -120,10 +127,14 @@ def run_batch(
         with lock:
             results.append(r)
 
-    # Phase 1: static checks and compilation on the CPU pool.
+    # Compilation: static checks and nvcc on a CPU pool, task by task in job order. With ``overlap_compile`` the
+    # GPUs start on the first task whose candidates are built while later tasks still compile (nvcc at the
+    # lowest CPU priority, on the cores the GPU workers leave); otherwise everything is built first.
     t0 = time.monotonic()
     builds: dict[tuple[str, str], tuple[str, BuildOutcome]] = {}
-    workers = compile_workers or max(1, os.cpu_count() or 1)
+    n_cpu = max(1, os.cpu_count() or 1)
+    workers = compile_workers or (max(1, n_cpu // 2 - max(1, len(gpus))) if overlap_compile else n_cpu)
+    nice = 19 if overlap_compile else 0
 
     def compile_one(job: Job):
         task = by_id[job.task_id]
@@ -131,20 +142,34 @@ def run_batch(
         if checked.result is not None:
             return job, checked.result, None
         try:
-            return job, None, (checked.code, build_candidate(task, checked.code, settings))
+            with compile_priority(nice):
+                return job, None, (checked.code, build_candidate(task, checked.code, settings))
         except ToolchainError as exc:
             base = replace(base_result(task, job.candidate_id, checked.code, settings, None), stage=Stage.CHECKED)
             return job, unscored(base, f"ToolchainError: {exc}"), None
 
-    n_compiled = 0
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(compile_one, j) for j in todo]
-        for i, fut in enumerate(as_completed(futures), 1):
+    per_task: dict[str, list[Job]] = defaultdict(list)
+    for j in todo:
+        per_task[j.task_id].append(j)
+    pool = ThreadPoolExecutor(max_workers=workers)
+    futures = {tid: [pool.submit(compile_one, j) for j in tjobs] for tid, tjobs in per_task.items()}
+    compiled = [0, 0]  # candidates through nvcc, candidates through the compile step
+    compile_done = [t0]
+
+    def collect(tid: str) -> list[Job]:
+        """Wait for one task's builds; record the compile-stage results; the jobs left to run."""
+        runnable = []
+        for fut in futures[tid]:
             job, final, built = fut.result()
+            with lock:
+                compiled[1] += 1
+                i = compiled[1]
+                compile_done[0] = time.monotonic()
             if final is not None:
                 emit(final)
             else:
-                n_compiled += 1
+                with lock:
+                    compiled[0] += 1
                 code, build = built
                 if build.stage != "ok":
                     task = by_id[job.task_id]
@@ -153,22 +178,30 @@ def run_batch(
                     emit(replace(base, failure=compile_failure(build, task),
                                  durations_s={"compile_s": build.info.seconds}))
                 else:
-                    builds[(job.task_id, job.candidate_id)] = (code, build)
+                    with lock:
+                        builds[(job.task_id, job.candidate_id)] = (code, build)
+                    runnable.append(job)
             if progress:
                 progress("compile", i, len(todo))
-    compile_wall = time.monotonic() - t0
+        return runnable
 
-    # Phase 2: one worker per GPU, one task at a time.
+    ready_jobs: dict[str, list[Job]] = {}
+    if not overlap_compile:
+        for tid in per_task:
+            ready_jobs[tid] = collect(tid)
+
     t1 = time.monotonic()
-    per_task: dict[str, list[Job]] = defaultdict(list)
-    for j in todo:
-        if (j.task_id, j.candidate_id) in builds:
-            per_task[j.task_id].append(j)
     work: queue.Queue[str] = queue.Queue()
     for tid in per_task:
         work.put(tid)
-    n_total = sum(len(v) for v in per_task.values())
     counter = [0]
+
+    def jobs_of(tid: str) -> list[Job]:
+        return ready_jobs[tid] if tid in ready_jobs else collect(tid)
+
+    def n_total() -> int:
+        with lock:
+            return len(todo) - (compiled[1] - len(builds))
 
     def run_task(task: Task, task_jobs: list[Job], gpu: int | None, prepared, prep_error: str | None) -> None:
         if prep_error is None and prepared is not None:
@@ -176,6 +209,23 @@ def run_batch(
                 prepared = finish_preparation(prepared, settings)  # the baseline, timed on a quiet host
             except (HarnessError, ToolchainError, OSError) as exc:
                 prep_error = f"{type(exc).__name__}: {exc}"
+        if (prep_error is None and isinstance(task, CFunctionTask) and settings.timing_rounds > 1
+                and isinstance(prepared, PreparedCFunction)):
+            # interleaved timing windows: the task's candidates are evaluated together (settings.timing_rounds)
+            items = [(j.candidate_id, *builds[(j.task_id, j.candidate_id)]) for j in task_jobs]
+            try:
+                group = evaluate_c_function_group(task, items, prepared, settings, gpu, should_stop=out_of_time)
+            except (HarnessError, ToolchainError, OSError) as exc:
+                prep_error = f"{type(exc).__name__}: {exc}"
+            else:
+                for r in group:
+                    emit(r)
+                    with lock:
+                        counter[0] += 1
+                        n = counter[0]
+                    if progress:
+                        progress("run", n, n_total())
+                return
         for job in task_jobs:
             if out_of_time():
                 return
@@ -191,7 +241,7 @@ def run_batch(
                 counter[0] += 1
                 n = counter[0]
             if progress:
-                progress("run", n, n_total)
+                progress("run", n, n_total())
 
     # Tasks are prepared (hidden inputs, reference outputs) on CPU threads ahead of the GPU workers, at most
     # ``prepare_ahead`` waiting at a time, so the GPUs do not idle while the reference runs. The sequential
@@ -201,13 +251,14 @@ def run_batch(
     ready: queue.Queue = queue.Queue(maxsize=max(1, prepare_ahead))
 
     def prepare(tid: str):
-        if not gpus:
-            return tid, None, None
+        task_jobs = jobs_of(tid)
+        if not gpus or not task_jobs:
+            return tid, task_jobs, None, None
         try:
             seed = seed_of(tid) if seed_of is not None else None
-            return tid, prepare_task(by_id[tid], settings, seed, defer_baseline=True), None
+            return tid, task_jobs, prepare_task(by_id[tid], settings, seed, defer_baseline=True), None
         except (HarnessError, ToolchainError, OSError) as exc:
-            return tid, None, f"{type(exc).__name__}: {exc}"
+            return tid, task_jobs, None, f"{type(exc).__name__}: {exc}"
 
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -236,8 +287,9 @@ def run_batch(
                     return
                 if out_of_time():
                     return
-                _, prep, err = prepare(tid)
-                run_task(by_id[tid], per_task[tid], gpu, prep, err)
+                _, task_jobs, prep, err = prepare(tid)
+                if task_jobs:
+                    run_task(by_id[tid], task_jobs, gpu, prep, err)
         while True:
             try:
                 item = ready.get(timeout=0.5)
@@ -248,8 +300,9 @@ def run_batch(
             if item is None:
                 put(None)  # let the other workers see the end too
                 return
-            tid, prep, err = item
-            run_task(by_id[tid], per_task[tid], gpu, prep, err)
+            tid, task_jobs, prep, err = item
+            if task_jobs:
+                run_task(by_id[tid], task_jobs, gpu, prep, err)
 
     producers = []
     if prepare_ahead > 0:
@@ -281,11 +334,14 @@ def run_batch(
     threads = [threading.Thread(target=worker, args=(g,), daemon=True) for g in (gpus or (None,))]
     for t in threads:
         t.start()
-    for t in threads + producers:
-        t.join()
+    try:
+        for t in threads + producers:
+            t.join()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     if errors:
         raise errors[0]
     run_wall = time.monotonic() - t1
-    return BatchSummary(n_jobs=len(jobs), n_skipped=len(jobs) - len(todo), n_compiled=n_compiled,
-                        compile_wall_s=compile_wall, run_wall_s=run_wall, n_run=counter[0], gpus=gpus,
-                        results=tuple(results), n_not_started=n_total - counter[0])
+    return BatchSummary(n_jobs=len(jobs), n_skipped=len(jobs) - len(todo), n_compiled=compiled[0],
+                        compile_wall_s=compile_done[0] - t0, run_wall_s=run_wall, n_run=counter[0], gpus=gpus,
+                        results=tuple(results), n_not_started=len(todo) - len(results))

@@ -102,6 +102,8 @@ class TimingStats:
     n: int
     min_ms: float
     max_ms: float
+    samples_ms: tuple[float, ...] = ()
+    """Every timed call in order (microsecond resolution), for estimators other than the median."""
 
     @staticmethod
     def from_samples_ms(samples: list[float]) -> "TimingStats":
@@ -118,6 +120,7 @@ class TimingStats:
             n=len(samples),
             min_ms=min(samples),
             max_ms=max(samples),
+            samples_ms=tuple(round(x, 3) for x in samples),
         )
 
 

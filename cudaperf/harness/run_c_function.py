@@ -7,11 +7,13 @@ can read; the candidate's sandboxed process receives input files only.
 from __future__ import annotations
 
 import os
+import queue
 import re
 import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,7 +24,8 @@ from cudaperf.harness.compare import compare_arrays, describe_mismatch
 from cudaperf.harness.compile import BuildOutcome, build_reference
 from cudaperf.harness.driver import EXIT_NO_GPU, driver_source
 from cudaperf.harness.result import Failure, FailureKind, GpuEvidence, Stage, TestOutcome, TimingStats
-from cudaperf.harness.sandbox import SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env
+from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, SandboxRun, Workdir, copy_in, run_sandboxed,
+                                      scrubbed_env)
 from cudaperf.harness.quiet import HOST
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks.inputs import CaseInputs, CaseOutputs, OutputFormatError, generate_case, read_outputs, write_inputs
@@ -85,12 +88,14 @@ def _test_config_indices(task: CFunctionTask) -> list[int]:
 
 
 def _run_reference(exe: Path, mode_args: list[str], inputs: list[CaseInputs], task: CFunctionTask,
-                   timeout_s: float) -> tuple[list[CaseOutputs], list[float]]:
+                   timeout_s: float, inputs_file: Path | None = None) -> tuple[list[CaseOutputs], list[float]]:
     with tempfile.TemporaryDirectory(prefix="cudaperf-expected-") as tmp:
         t = Path(tmp)
-        write_inputs(t / "in.bin", task, inputs)
+        if inputs_file is None:
+            inputs_file = t / "in.bin"
+            write_inputs(inputs_file, task, inputs)
         mode = mode_args[0]
-        cmd = [str(exe), mode, str(t / "in.bin"), str(t / "out.bin"), str(t / "stats.txt"), *mode_args[1:]]
+        cmd = [str(exe), mode, str(inputs_file), str(t / "out.bin"), str(t / "stats.txt"), *mode_args[1:]]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -154,9 +159,10 @@ def time_baseline(prepared: PreparedCFunction, settings: HarnessSettings) -> Pre
     if prepared.baseline_timing is not None or not prepared.timing_cases or prepared.reference_exe is None:
         return prepared
     task = prepared.task
+    inputs = prepared.input_file("timing")  # written before the quiet period
     with HOST.timing():
         outs, times = _run_reference(prepared.reference_exe, _time_args(settings), list(prepared.timing_cases),
-                                     task, settings.reference_timeout_s)
+                                     task, settings.reference_timeout_s, inputs)
     for exp, got in zip(prepared.expected_timing, outs):
         m = compare_case(task, exp, got)
         if m is not None:
@@ -228,14 +234,16 @@ class CFunctionOutcome:
     run_s: float
 
 
-def _run_failure(run, stats: _Stats, during: str) -> Failure | None:
+def _run_failure(run: SandboxRun | None, stats: _Stats, during: str) -> Failure | None:
+    """What went wrong with a run, from its stats file and (once it has ended) its exit; ``run`` None: the
+    program is still alive, waiting for the harness's verdict."""
     if stats.init_error:
         return Failure(FailureKind.HARNESS, f"no usable GPU for the candidate ({stats.init_error})", "harness")
-    if run.timed_out:
+    if run is not None and run.timed_out:
         return Failure(FailureKind.TIMEOUT, f"{during}: {run.describe()}")
     if stats.cuda_error:
         return Failure(FailureKind.CUDA_ERROR, f"{during}: CUDA error {stats.cuda_error}")
-    if run.returncode != 0:
+    if run is not None and run.returncode != 0:
         tail = (run.stderr or run.stdout).strip()[-400:]
         return Failure(FailureKind.CRASH, f"{during}: the program {run.describe()}" + (f": {tail}" if tail else ""))
     return None
@@ -250,97 +258,239 @@ def _link_in(src: Path, dst: Path) -> None:
         os.chmod(dst, 0o444)
 
 
-def run_c_function(prepared: PreparedCFunction, build: BuildOutcome, settings: HarnessSettings,
-                   gpu_index: int | None = None) -> CFunctionOutcome:
-    """Run a compiled candidate's hidden tests and, when it passes them, time it."""
-    task = prepared.task
-    assert build.exe is not None
-    extra = {"CUDA_VISIBLE_DEVICES": str(gpu_index)} if gpu_index is not None else {}
-    run_s = 0.0
-    with Workdir(prefix="cudaperf-run-") as w:
-        exe = copy_in(build.exe, w, "candidate")
-        _link_in(prepared.input_file("tests"), w / "tests.bin")
-        env = scrubbed_env(w, extra)
-        run = run_sandboxed([str(exe), "test", "tests.bin", "out.bin", "stats.txt"], w, env=env,
-                            limits=SandboxLimits(wall_s=settings.test_timeout_s))
-        run_s += run.wall_s
-        stats = _parse_stats(w / "stats.txt")
-        if stats.init_error or run.returncode == EXIT_NO_GPU:
-            return CFunctionOutcome(Stage.COMPILED, False, Failure(
-                FailureKind.HARNESS, f"no usable GPU for the candidate ({stats.init_error or 'init failed'})",
-                "harness"), (), 0.0, None, None, run_s)
-        try:
-            outs = read_outputs(w / "out.bin", task, len(prepared.test_cases)) if (w / "out.bin").exists() else []
-        except OutputFormatError as exc:
-            outs = []
-            failure_fmt = str(exc)
-        else:
-            failure_fmt = None
-        tests = []
-        for i, (case, exp) in enumerate(zip(prepared.test_cases, prepared.expected_tests)):
-            got = outs[i] if i < len(outs) else None
-            kern = stats.case_kernels.get(i, {}).get("kernels")
-            if got is None:
-                tests.append(TestOutcome(i, dict(case.config), False, "no output: the call did not return",
-                                         None, kern))
-                continue
-            m = compare_case(task, exp, got)
-            tests.append(TestOutcome(i, dict(case.config), m is None, describe_mismatch(m) if m else "", m, kern))
-        passed = sum(t.passed for t in tests)
-        p = passed / len(tests)
-        failure = _run_failure(run, stats, "hidden tests") or (
-            Failure(FailureKind.CRASH, f"malformed outputs: {failure_fmt}") if failure_fmt else None)
-        if failure is None and p < 1:
-            first = next(t for t in tests if not t.passed)
-            failure = Failure(FailureKind.WRONG_OUTPUT,
-                              f"{len(tests) - passed} of {len(tests)} hidden tests failed; test {first.index} "
-                              f"{first.config}: {first.message}")
-        kernels_in_tests = sum(v.get("kernels", 0) for v in stats.case_kernels.values())
-        probe_ok = stats.probe_error is None and all(v.get("valid", 0) for v in stats.case_kernels.values())
-        evidence = GpuEvidence(source="cupti" if probe_ok else f"unavailable: {stats.probe_error}",
-                               kernels_in_tests=kernels_in_tests, kernels_in_timed_call=None)
-        if failure is not None:
-            return CFunctionOutcome(Stage.RAN, False, failure, tuple(tests), p, None, evidence, run_s)
-        if not probe_ok and settings.require_gpu_evidence:
-            return CFunctionOutcome(Stage.RAN, False, Failure(
-                FailureKind.HARNESS, f"cannot verify GPU work: profiler probe unavailable ({stats.probe_error})",
-                "harness"), tuple(tests), p, None, evidence, run_s)
-        if probe_ok and kernels_in_tests == 0:
-            return CFunctionOutcome(Stage.RAN, False, Failure(
-                FailureKind.NO_GPU_WORK, "outputs were right but no GPU kernel ran in any hidden test: "
-                "the work was done on the host"), tuple(tests), p, None, evidence, run_s)
-        if not settings.time_candidates or prepared.baseline_timing is None:
-            return CFunctionOutcome(Stage.CORRECT, True, None, tuple(tests), p, None, evidence, run_s)
+@dataclass(frozen=True)
+class _TestVerdict:
+    tests: tuple[TestOutcome, ...]
+    pass_fraction: float
+    failure: Failure | None
+    evidence: GpuEvidence
+    stage: Stage
+    """RAN, or COMPILED when the candidate never reached its tests (no usable GPU)."""
 
-        # Timing: rotate over the timing input sets; outputs of the last call on each set are re-checked.
-        _link_in(prepared.input_file("timing"), w / "timing.bin")
-        with HOST.timing():
-            trun = run_sandboxed(
-                [str(exe), "time", "timing.bin", "tout.bin", "tstats.txt", str(settings.min_reps),
-                 str(settings.max_reps), str(settings.budget_ms), str(settings.cv_target), str(settings.warmup)],
-                w, env=env, limits=SandboxLimits(wall_s=settings.timing_timeout_s),
-            )
-        run_s += trun.wall_s
+
+def _judge_tests(prepared: PreparedCFunction, w: Path, run: SandboxRun | None,
+                 settings: HarnessSettings) -> _TestVerdict:
+    """Compare the candidate's test outputs (in ``w``) with the expected ones; ``run`` None while the program
+    waits for the verdict."""
+    task = prepared.task
+    stats = _parse_stats(w / "stats.txt")
+    if stats.init_error or (run is not None and run.returncode == EXIT_NO_GPU):
+        return _TestVerdict((), 0.0, Failure(
+            FailureKind.HARNESS, f"no usable GPU for the candidate ({stats.init_error or 'init failed'})",
+            "harness"), GpuEvidence(source="none", kernels_in_tests=0, kernels_in_timed_call=None), Stage.COMPILED)
+    try:
+        outs = read_outputs(w / "out.bin", task, len(prepared.test_cases)) if (w / "out.bin").exists() else []
+    except OutputFormatError as exc:
+        outs = []
+        failure_fmt: str | None = str(exc)
+    else:
+        failure_fmt = None
+    tests = []
+    for i, (case, exp) in enumerate(zip(prepared.test_cases, prepared.expected_tests)):
+        got = outs[i] if i < len(outs) else None
+        kern = stats.case_kernels.get(i, {}).get("kernels")
+        if got is None:
+            tests.append(TestOutcome(i, dict(case.config), False, "no output: the call did not return", None, kern))
+            continue
+        m = compare_case(task, exp, got)
+        tests.append(TestOutcome(i, dict(case.config), m is None, describe_mismatch(m) if m else "", m, kern))
+    passed = sum(t.passed for t in tests)
+    p = passed / len(tests)
+    failure = _run_failure(run, stats, "hidden tests") or (
+        Failure(FailureKind.CRASH, f"malformed outputs: {failure_fmt}") if failure_fmt else None)
+    if failure is None and p < 1:
+        first = next(t for t in tests if not t.passed)
+        failure = Failure(FailureKind.WRONG_OUTPUT,
+                          f"{len(tests) - passed} of {len(tests)} hidden tests failed; test {first.index} "
+                          f"{first.config}: {first.message}")
+    kernels_in_tests = sum(v.get("kernels", 0) for v in stats.case_kernels.values())
+    probe_ok = stats.probe_error is None and all(v.get("valid", 0) for v in stats.case_kernels.values())
+    evidence = GpuEvidence(source="cupti" if probe_ok else f"unavailable: {stats.probe_error}",
+                           kernels_in_tests=kernels_in_tests, kernels_in_timed_call=None)
+    if failure is None and not probe_ok and settings.require_gpu_evidence:
+        failure = Failure(FailureKind.HARNESS, f"cannot verify GPU work: profiler probe unavailable "
+                          f"({stats.probe_error})", "harness")
+    if failure is None and probe_ok and kernels_in_tests == 0:
+        failure = Failure(FailureKind.NO_GPU_WORK, "outputs were right but no GPU kernel ran in any hidden test: "
+                          "the work was done on the host")
+    return _TestVerdict(tuple(tests), p, failure, evidence, Stage.RAN)
+
+
+@dataclass(frozen=True)
+class TimingWindow:
+    """One timing window of a candidate (or of the baseline): the timing rules applied to a slice of the run."""
+
+    min_reps: int
+    max_reps: int
+    budget_ms: float
+    cv_target: float
+    warmup: int
+    warmup_ms: float
+
+    @staticmethod
+    def of(settings: HarnessSettings, rounds: int, first: bool) -> "TimingWindow":
+        """The window of one of ``rounds`` rounds: the run's repetitions and budget shared among them; the full
+        warm-up before the first, a short one before each later window (the clocks are up)."""
+        return TimingWindow(min_reps=max(1, -(-settings.min_reps // rounds)),
+                            max_reps=max(1, -(-settings.max_reps // rounds)),
+                            budget_ms=settings.budget_ms / rounds, cv_target=settings.cv_target,
+                            warmup=settings.warmup if first else 1, warmup_ms=settings.warmup_ms)
+
+    def command(self) -> str:
+        return (f"time {self.min_reps} {self.max_reps} {self.budget_ms:.3f} {self.cv_target} {self.warmup} "
+                f"{self.warmup_ms:.3f}")
+
+
+class CandidateRun:
+    """One candidate's sandboxed process for a task: its hidden tests, then any number of timing windows (the
+    process stays alive and idle between them, blocked on its stdin), then its timing outputs re-checked.
+
+    :meth:`start` runs the tests and returns once they are judged; :meth:`time_window` runs one window;
+    :meth:`finish` ends the process and returns the outcome. The process lives on a thread of its own, so a
+    batch can keep several of a task's candidates waiting and interleave their windows (see
+    :func:`run_c_function_group`)."""
+
+    def __init__(self, prepared: PreparedCFunction, build: BuildOutcome, settings: HarnessSettings,
+                 gpu_index: int | None = None, *, want_timing: bool | None = None) -> None:
+        assert build.exe is not None
+        self.prepared, self.build, self.settings, self.gpu_index = prepared, build, settings, gpu_index
+        self.want_timing = (settings.time_candidates and prepared.baseline_timing is not None
+                            if want_timing is None else want_timing)
+        self.verdict: _TestVerdict | None = None
+        self.waiting = False
+        """Tests passed and the process waits for timing windows."""
+        self.windows_tried = 0
+        self.window_failed: str | None = None
+        self._cmds: queue.Queue[str | None] = queue.Queue()
+        self._events: queue.Queue[tuple[str, object]] = queue.Queue()
+        self._outcome: CFunctionOutcome | None = None
+        self._error: BaseException | None = None
+        self._w: Path | None = None
+        self._thread = threading.Thread(target=self._main, daemon=True)
+
+    # -- the orchestrating thread's side ---------------------------------------------------------------------
+    def start(self) -> _TestVerdict | None:
+        """Run the hidden tests; the verdict, or None when the process ended before reporting them."""
+        self._thread.start()
+        kind, payload = self._events.get()
+        if kind == "error":
+            self._thread.join()
+            raise payload  # type: ignore[misc]
+        return payload if kind == "tests" else None  # type: ignore[return-value]
+
+    def time_window(self, window: TimingWindow) -> bool:
+        """One timing window; False when the process is not waiting or the window failed (it then ends)."""
+        if not self.waiting:
+            return False
+        self._cmds.put(window.command())
+        _, ok = self._events.get()
+        if not ok:
+            self.waiting = False
+        return bool(ok)
+
+    def finish(self) -> CFunctionOutcome:
+        self.waiting = False
+        self._cmds.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._outcome is not None
+        return self._outcome
+
+    # -- the process's thread ----------------------------------------------------------------------------------
+    def _main(self) -> None:
+        try:
+            self._outcome = self._run()
+        except BaseException as exc:  # a harness error: handed to the orchestrating thread
+            self._error = exc
+            self._events.put(("error", exc))
+
+    def _control(self, ctl: Control) -> None:
+        settings = self.settings
+        line = ctl.read_line(timeout_s=settings.test_timeout_s)
+        if line != "tests_done":
+            if line is None and not ctl.eof:  # the tests ran past their limit
+                ctl.kill()
+            self._events.put(("ended", None))
+            return  # the program ended (or broke the protocol): judged from its files once it is gone
+        assert self._w is not None
+        self.verdict = _judge_tests(self.prepared, self._w, None, settings)
+        ok = self.verdict.failure is None and self.want_timing
+        self.waiting = ok
+        self._events.put(("tests", self.verdict))
+        if not ok:
+            ctl.send("stop")
+            return
+        while True:
+            try:
+                cmd = self._cmds.get(timeout=max(0.0, ctl.deadline - time.monotonic()))
+            except queue.Empty:
+                cmd = None
+            if cmd is None:
+                ctl.send("stop")
+                return
+            with HOST.timing():
+                self.windows_tried += 1
+                done = ctl.read_line(timeout_s=settings.timing_timeout_s) if ctl.send(cmd) else None
+            if done != "timing_done":
+                if done is None and not ctl.eof:
+                    ctl.kill()
+                    self.window_failed = f"a timing window ran past its {settings.timing_timeout_s:.0f} s limit"
+                self._events.put(("window", False))
+                return
+            self._events.put(("window", True))
+
+    def _run(self) -> CFunctionOutcome:
+        prepared, settings = self.prepared, self.settings
+        extra = {"CUDA_VISIBLE_DEVICES": str(self.gpu_index)} if self.gpu_index is not None else {}
+        with Workdir(prefix="cudaperf-run-") as w:
+            self._w = w
+            exe = copy_in(self.build.exe, w, "candidate")  # type: ignore[arg-type]
+            _link_in(prepared.input_file("tests"), w / "tests.bin")
+            if self.want_timing:
+                _link_in(prepared.input_file("timing"), w / "timing.bin")
+            env = scrubbed_env(w, extra)
+            argv = [str(exe), "testtime", "tests.bin", "out.bin", "stats.txt", "timing.bin", "tout.bin",
+                    "tstats.txt", CTL_FD]
+            # Each phase has its own limit (tests, every timing window); the process may wait idle between
+            # phases while the task's other candidates run, so its own wall-clock limit is only a backstop.
+            run = run_sandboxed(argv, w, env=env, limits=SandboxLimits(wall_s=_PROCESS_BACKSTOP_S),
+                                control=self._control)
+            return self._judge(w, run)
+
+    def _judge(self, w: Path, run: SandboxRun) -> CFunctionOutcome:
+        prepared, task = self.prepared, self.prepared.task
+        run_s = run.wall_s
+        verdict = self.verdict or _judge_tests(prepared, w, run, self.settings)
+        tests, p, evidence = verdict.tests, verdict.pass_fraction, verdict.evidence
+        if verdict.failure is not None:
+            return CFunctionOutcome(verdict.stage, False, verdict.failure, tests, p, None, evidence, run_s)
+        if not self.windows_tried:
+            return CFunctionOutcome(Stage.CORRECT, True, None, tests, p, None, evidence, run_s)
+
+        # Timing rotated over the timing input sets; outputs of the last call on each set are re-checked.
         tstats = _parse_stats(w / "tstats.txt")
         size = dict(prepared.timing_cases[0].config)
-        tfail = _run_failure(trun, tstats, f"timing at size {size}")
+        tfail = (Failure(FailureKind.TIMEOUT, f"timing at size {size}: {self.window_failed}")
+                 if self.window_failed else _run_failure(run, tstats, f"timing at size {size}"))
         if tfail is not None:
-            return CFunctionOutcome(Stage.CORRECT, False, tfail, tuple(tests), p, None, evidence, run_s)
+            return CFunctionOutcome(Stage.CORRECT, False, tfail, tests, p, None, evidence, run_s)
         try:
             touts = read_outputs(w / "tout.bin", task, len(prepared.timing_cases))
         except (OutputFormatError, FileNotFoundError) as exc:
             return CFunctionOutcome(Stage.CORRECT, False, Failure(FailureKind.CRASH, f"timing outputs: {exc}"),
-                                    tuple(tests), p, None, evidence, run_s)
+                                    tests, p, None, evidence, run_s)
         for j, exp in enumerate(prepared.expected_timing):
             m = compare_case(task, exp, touts[j] if j < len(touts) else None)
             if m is not None:
                 return CFunctionOutcome(Stage.CORRECT, False, Failure(
                     FailureKind.TIMING_RECHECK,
                     f"outputs of timed calls at size {size} are wrong: {describe_mismatch(m)}"),
-                    tuple(tests), p, None, evidence, run_s)
+                    tests, p, None, evidence, run_s)
         prof = tstats.profile or {}
+        probe_ok = evidence.source == "cupti"
         evidence = GpuEvidence(
-            source=evidence.source, kernels_in_tests=kernels_in_tests,
+            source=evidence.source, kernels_in_tests=evidence.kernels_in_tests,
             kernels_in_timed_call=prof.get("kernels"),
             kernel_ms=prof["kernel_ns"] / 1e6 if "kernel_ns" in prof else None,
             memcpy_ms=prof["memcpy_ns"] / 1e6 if "memcpy_ns" in prof else None,
@@ -350,9 +500,81 @@ def run_c_function(prepared: PreparedCFunction, build: BuildOutcome, settings: H
         if probe_ok and prof.get("kernels", 0) == 0:
             return CFunctionOutcome(Stage.CORRECT, False, Failure(
                 FailureKind.NO_GPU_WORK, f"no GPU kernel ran in a call at the timing size {size}: the work was "
-                "done on the host"), tuple(tests), p, None, evidence, run_s)
+                "done on the host"), tests, p, None, evidence, run_s)
         if not tstats.times_ms:
             return CFunctionOutcome(Stage.CORRECT, False, Failure(FailureKind.CRASH, "timing produced no samples"),
-                                    tuple(tests), p, None, evidence, run_s)
+                                    tests, p, None, evidence, run_s)
         timing = TimingStats.from_samples_ms(tstats.times_ms)
-        return CFunctionOutcome(Stage.TIMED, True, None, tuple(tests), p, timing, evidence, run_s)
+        return CFunctionOutcome(Stage.TIMED, True, None, tests, p, timing, evidence, run_s)
+
+
+_PROCESS_BACKSTOP_S = 6 * 3600.0
+
+
+def run_c_function(prepared: PreparedCFunction, build: BuildOutcome, settings: HarnessSettings,
+                   gpu_index: int | None = None) -> CFunctionOutcome:
+    """Run a compiled candidate's hidden tests and, when it passes them, time it: one sandboxed process does both
+    (one CUDA context, clocks already up), pausing between them for the harness's verdict on its test outputs."""
+    run = CandidateRun(prepared, build, settings, gpu_index)
+    run.start()
+    if run.waiting:
+        run.time_window(TimingWindow.of(settings, 1, first=True))
+    return run.finish()
+
+
+def baseline_window(prepared: PreparedCFunction, settings: HarnessSettings, window: TimingWindow) -> list[float]:
+    """One more timing window of the sequential baseline (on a quiet host); its outputs must repeat."""
+    task = prepared.task
+    assert prepared.reference_exe is not None
+    args = ["time", str(window.min_reps), str(window.max_reps), str(window.budget_ms), str(window.cv_target),
+            str(settings.reference_warmup)]
+    with HOST.timing():
+        outs, times = _run_reference(prepared.reference_exe, args, list(prepared.timing_cases), task,
+                                     settings.reference_timeout_s, prepared.input_file("timing"))
+    for exp, got in zip(prepared.expected_timing, outs):
+        m = compare_case(task, exp, got)
+        if m is not None:
+            raise HarnessError(f"task {task.id}: the C reference gave different outputs for the same inputs "
+                               f"({describe_mismatch(m)}): it cannot serve as the baseline")
+    return times
+
+
+def run_c_function_group(prepared: PreparedCFunction, builds: list[tuple[object, BuildOutcome]],
+                         settings: HarnessSettings, gpu_index: int | None = None, *,
+                         should_stop=lambda: False) -> tuple[list[tuple[object, CFunctionOutcome]], PreparedCFunction]:
+    """Evaluate a task's candidates together on one GPU with interleaved timing.
+
+    Each candidate's tests run in turn (its process then waits); then ``settings.timing_rounds`` rounds each
+    time the sequential baseline for one window and every waiting candidate for one window, in alternating
+    order. A candidate's speedup then rests on samples spread over the whole task rather than on one window of
+    a fraction of a second, so fluctuations of the host (which dominate run-to-run differences on a shared
+    machine) average out, and the baseline is sampled across the same span as the candidates.
+
+    The task's candidates are alive together, so one could disturb another's timing: use this for candidates
+    that do not attack each other (the built-in dataset's), not for a policy's samples.
+
+    ``should_stop()``: checked before each candidate starts; those not started are left out of the result.
+    Returns the outcomes, in order, and the preparation with the baseline timing of every window.
+    """
+    rounds = max(1, settings.timing_rounds)
+    runs: list[tuple[object, CandidateRun]] = []
+    for key, build in builds:
+        if should_stop():
+            break
+        r = CandidateRun(prepared, build, settings, gpu_index)
+        r.start()
+        runs.append((key, r))
+    live = [r for _, r in runs if r.waiting]
+    base = list(prepared.baseline_timing.samples_ms) if prepared.baseline_timing is not None else []
+    try:
+        for rnd in range(rounds):
+            if rnd > 0 and live and base:
+                base += baseline_window(prepared, settings, TimingWindow.of(settings, rounds, first=False))
+            window = TimingWindow.of(settings, rounds, first=rnd == 0)
+            for r in (live if rnd % 2 == 0 else live[::-1]):
+                r.time_window(window)
+    finally:
+        outcomes = [(key, r.finish()) for key, r in runs]
+    if base and live:
+        prepared = replace(prepared, baseline_timing=TimingStats.from_samples_ms(base), _files=prepared._files)
+    return outcomes, prepared

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -40,7 +41,7 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 NOBODY_UID = 65534
 NOBODY_GID = 65534
@@ -59,6 +60,9 @@ class SandboxLimits:
     """RLIMIT_NPROC for the sandbox user; CUDA's runtime starts a few threads, which count."""
     capture_bytes: int = 64 * 1024
     """How much of stdout and of stderr is read back."""
+    nice: int = 0
+    """Added to the program's niceness (19: runs only on CPU time nothing else wants, as compiles beside timing
+    runs do)."""
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,72 @@ def _read_prefix(path: Path, limit: int) -> tuple[str, bool]:
     return data[:limit].decode("utf-8", errors="replace"), len(data) > limit
 
 
+CTL_FD = "@CTL_FD@"
+"""An ``argv`` item replaced by the number of the control channel's write end (see :class:`Control`)."""
+
+
+class Control:
+    """The harness's end of a running sandboxed program's control channel.
+
+    The program reports progress by writing lines to a pipe (its file descriptor is passed on the command line,
+    :data:`CTL_FD`) and reads the harness's answers on its stdin. Nothing the harness sends carries data from
+    the harness (expected outputs never cross): only short commands such as ``time`` or ``stop``. The program is
+    untrusted, so every read is bounded by the run's deadline and a malformed line is just a line.
+    """
+
+    def __init__(self, proc: subprocess.Popen, status_fd: int, deadline: float) -> None:
+        self._proc = proc
+        self._fd = status_fd
+        self._buf = b""
+        self.deadline = deadline
+        self.eof = False
+        self.killed = False
+
+    def read_line(self, timeout_s: float | None = None, max_bytes: int = 256) -> str | None:
+        """The next line the program reported, without its newline; None at end of file (the program ended or
+        closed the channel) or when ``timeout_s`` or the run's deadline passes (``eof`` tells which)."""
+        until = self.deadline if timeout_s is None else min(self.deadline, time.monotonic() + timeout_s)
+        while b"\n" not in self._buf:
+            if self.eof:
+                return None
+            left = until - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([self._fd], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(self._fd, 4096)
+            if not chunk:
+                self.eof = True
+                if self._buf:
+                    line, self._buf = self._buf, b""
+                    return line[:max_bytes].decode("utf-8", errors="replace")
+                return None
+            self._buf += chunk
+            if len(self._buf) > 64 * 1024:  # a flood without newlines: keep the tail only
+                self._buf = self._buf[-max_bytes:]
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line[:max_bytes].decode("utf-8", errors="replace")
+
+    def kill(self) -> None:
+        """End the program now (a phase ran past its own time limit): the run is reported as timed out."""
+        self.killed = True
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def send(self, line: str) -> bool:
+        """Write one command line to the program's stdin; False when it no longer listens."""
+        try:
+            assert self._proc.stdin is not None
+            self._proc.stdin.write((line + "\n").encode())
+            self._proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+
+
 def run_sandboxed(
     argv: Sequence[str],
     workdir: Path,
@@ -200,8 +270,13 @@ def run_sandboxed(
     env: Mapping[str, str] | None = None,
     stdin_path: Path | None = None,
     level: str | None = None,
+    control: Callable[[Control], None] | None = None,
 ) -> SandboxRun:
     """Run ``argv`` in ``workdir`` under the sandbox; never raises for anything the program does.
+
+    ``control``: called on this thread while the program runs, with the harness's end of a control channel
+    (:class:`Control`; the program gets a pipe whose descriptor replaces :data:`CTL_FD` in ``argv``, and its
+    stdin). The program is killed at the wall-clock deadline whatever ``control`` does.
 
     Raises ``FileNotFoundError`` only when the sandbox tooling itself is missing (a harness fault).
     """
@@ -209,6 +284,12 @@ def run_sandboxed(
     env = dict(env) if env is not None else scrubbed_env(workdir)
     out_path = workdir / ".stdout"
     err_path = workdir / ".stderr"
+    status_r = status_w = -1
+    if control is not None:
+        if stdin_path is not None:
+            raise ValueError("a controlled run reads its commands on stdin: no stdin_path")
+        status_r, status_w = os.pipe()
+        argv = [str(status_w) if a == CTL_FD else a for a in argv]
 
     def limit_child() -> None:  # runs in the child between fork and exec
         cpu = limits.cpu_s if limits.cpu_s is not None else int(limits.wall_s) + 10
@@ -216,10 +297,12 @@ def run_sandboxed(
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_bytes, limits.file_size_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
+        if limits.nice:
+            os.nice(limits.nice)
 
     start = time.monotonic()
     with open(out_path, "wb") as out_fh, open(err_path, "wb") as err_fh:
-        stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
+        stdin = open(stdin_path, "rb") if stdin_path else (subprocess.PIPE if control else subprocess.DEVNULL)
         try:
             proc = subprocess.Popen(
                 _wrap(argv, level),
@@ -231,13 +314,31 @@ def run_sandboxed(
                 start_new_session=True,
                 preexec_fn=limit_child,
                 close_fds=True,
+                pass_fds=(status_w,) if control else (),
             )
+        except BaseException:
+            if control is not None:
+                os.close(status_r)
+            raise
         finally:
             if stdin_path:
                 stdin.close()  # type: ignore[union-attr]
+            if control is not None:
+                os.close(status_w)
         timed_out = False
+        ctl: Control | None = None
         try:
-            rc: int | None = proc.wait(timeout=limits.wall_s)
+            if control is not None:
+                ctl = Control(proc, status_r, start + limits.wall_s)
+                try:
+                    control(ctl)
+                finally:
+                    os.close(status_r)
+                    try:
+                        proc.stdin.close()  # type: ignore[union-attr]
+                    except OSError:
+                        pass
+            rc: int | None = proc.wait(timeout=max(0.0, start + limits.wall_s - time.monotonic()))
         except subprocess.TimeoutExpired:
             timed_out = True
             rc = None
@@ -249,6 +350,8 @@ def run_sandboxed(
                 pass
             if timed_out:
                 proc.wait()
+    if ctl is not None and ctl.killed:
+        timed_out, rc = True, None
     wall = time.monotonic() - start
     stdout, out_trunc = _read_prefix(out_path, limits.capture_bytes)
     stderr, err_trunc = _read_prefix(err_path, limits.capture_bytes)

@@ -23,6 +23,14 @@ class HarnessSettings:
     """Stop adding timed calls once the coefficient of variation is below this."""
     warmup: int = 2
     """Untimed calls before timing (context, module load, caches)."""
+    warmup_ms: float = 20.0
+    """...and untimed calls for at least this long, so that the GPU's clocks have left idle before timing."""
+    timing_rounds: int = 1
+    """Timing windows per candidate in a batch (``run_batch``): above 1, a task's candidates stay alive together
+    and their windows interleave with the baseline's, round by round, spreading each candidate's samples over
+    the task's whole span (more reproducible on a host whose speed fluctuates). The repetitions and budget
+    above are shared among the windows. Only for candidates that do not attack each other (the dataset's):
+    waiting processes share the GPU."""
     reference_warmup: int = 1
     test_timeout_s: float = 60.0
     """Wall-clock limit for the candidate's test run (all hidden tests)."""
@@ -44,6 +52,8 @@ class HarnessSettings:
             raise ValueError("n_tests must be >= 5 (hidden tests per evaluation)")
         if self.min_reps < 1 or self.max_reps < self.min_reps:
             raise ValueError("need 1 <= min_reps <= max_reps")
+        if self.timing_rounds < 1:
+            raise ValueError("timing_rounds must be >= 1")
         if self.timing_sets < 1:
             raise ValueError("timing_sets must be >= 1")
 
@@ -55,5 +65,8 @@ class HarnessSettings:
     @property
     def timing_method(self) -> str:
         return (f"host wall clock (CLOCK_MONOTONIC) around the call + cudaDeviceSynchronize, host inputs in, "
-                f"host outputs out; fresh host buffers per call; warm-up {self.warmup}; "
-                f"{self.min_reps}..{self.max_reps} reps until cv < {self.cv_target} or {self.budget_ms:.0f} ms")
+                f"host outputs out; fresh host buffers per call; tests then timing in one process; warm-up "
+                f"{self.warmup} calls and >= {self.warmup_ms:.0f} ms; "
+                f"{self.min_reps}..{self.max_reps} reps until cv < {self.cv_target} or {self.budget_ms:.0f} ms"
+                + (f", in {self.timing_rounds} windows interleaved with the task's other candidates and the "
+                   f"baseline" if self.timing_rounds > 1 else ""))

@@ -138,3 +138,30 @@ def test_babeltower_reference_kernels_sample():
     for t in tasks:
         r = evaluate(t, t.reference_kernel, settings=SETTINGS)
         assert r.status == "scored" and r.correct, (t.id, r.failure)
+
+
+def test_batch_with_interleaved_timing_windows(tmp_path, saxpy, fixtures_dir):
+    """A task's candidates evaluated together: wrong ones fail at their tests, a hang is cut at its tests' limit,
+    the correct ones are timed in every round, the baseline in every round too, and the fast one still wins."""
+    from dataclasses import replace
+
+    from cudaperf.harness.executor import Job, run_batch
+
+    settings = replace(SETTINGS, timing_rounds=3, budget_ms=300, test_timeout_s=10)
+    jobs = [Job("saxpy", "fast", _bundled("saxpy", "fast")), Job("saxpy", "slow", _bundled("saxpy", "slow")),
+            Job("saxpy", "wrong", _bundled("saxpy", "wrong")),
+            Job("saxpy", "hang", (fixtures_dir / "saxpy" / "infinite.cu").read_text()),
+            Job("saxpy", "cache", (fixtures_dir / "saxpy" / "cache_outputs.cu").read_text())]
+    s = run_batch([saxpy], jobs, tmp_path / "r.jsonl", settings=settings, gpus=[0])
+    by = {r.candidate_id: r for r in s.results}
+    assert set(by) == {j.candidate_id for j in jobs} and s.n_not_started == 0
+    assert by["wrong"].failure.kind == FailureKind.WRONG_OUTPUT
+    assert by["hang"].failure.kind == FailureKind.TIMEOUT and "hidden tests" in by["hang"].failure.message
+    assert not by["cache"].correct
+    for label in ("fast", "slow"):
+        r = by[label]
+        assert r.correct and r.stage == Stage.TIMED, r.failure
+        assert r.candidate_timing.n >= 3 * 3  # >= 3 calls (one per timing set) in each of 3 windows
+        assert r.baseline_timing.n >= 3 * 3 and r.baseline_timing == by["fast"].baseline_timing
+        assert "3 windows" in r.environment.timing_method
+    assert by["fast"].speedup > by["slow"].speedup
