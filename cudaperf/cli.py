@@ -462,6 +462,9 @@ def dataset_measure(
     max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Start no candidate after this many "
                                                 "minutes; the rest is left for a rerun (fits a machine's time "
                                                 "limit, and the dataset is still saved)."),
+    timing_rounds: int = typer.Option(1, "--timing-rounds", min=1, help="Split each candidate's timing into this "
+                                      "many windows, interleaved with the task's other candidates and the "
+                                      "baseline (the task's candidates stay alive together)."),
 ) -> None:
     """Measure candidates with the harness on the local GPUs: one worker per GPU, tasks interleaved across
     families, starting while later tasks still compile in parallel.
@@ -487,7 +490,12 @@ def dataset_measure(
                 ids[phase] = bar.add_task("compiling" if phase == "compile" else "running on GPU", total=n)
             bar.update(ids[phase], completed=i)
 
+        from dataclasses import replace as _replace
+
+        from cudaperf.dataset.measure import MEASURE_SETTINGS
+
         summary = measure(ds, cands, store_path=store, run_id=run_id, progress=progress,
+                          settings=_replace(MEASURE_SETTINGS, timing_rounds=timing_rounds),
                           max_seconds=max_minutes * 60 if max_minutes is not None else None)
     version = ds.save()
     b = summary.batch

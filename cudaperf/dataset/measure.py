@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import random
 import socket
 import statistics
@@ -20,14 +21,13 @@ from cudaperf.harness.result import EvaluationResult
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.harness.store import ResultStore
 
-MEASURE_SETTINGS = HarnessSettings(budget_ms=400.0, max_reps=48, timing_timeout_s=120.0, test_timeout_s=60.0,
-                                   timing_rounds=4)
+MEASURE_SETTINGS = HarnessSettings(budget_ms=400.0, max_reps=48, timing_timeout_s=120.0, test_timeout_s=60.0)
 """The harness settings of a dataset measurement: the default tests, and a 0.4 s timing budget per candidate
-split into 4 windows interleaved with the task's other candidates and the baseline (each window >= 3 timed calls,
-stopping early once its cv is below 2 %). On the H200 machines a candidate's kernels time the same from run to
-run (0.4 %) but its host side (pageable copies, allocation) follows the shared host's state, which changes
-within seconds; one window of a fraction of a second sees one state, windows spread over the task's span see
-many (docs/BENCHMARKS.md)."""
+(>= 5 timed calls, stopping early once the cv is below 2 %). ``cudaperf dataset measure --timing-rounds N`` splits
+it into N windows interleaved with the task's other candidates and the baseline: on the H200 machines a
+candidate's kernels time the same from run to run (0.4 %) but its host side (pageable copies, allocation)
+follows the shared host's state, which changes within seconds, so windows spread over the task's span see more
+of those states than one window of a fraction of a second (docs/BENCHMARKS.md)."""
 
 
 def dataset_seed(task_id: str) -> int:
@@ -127,7 +127,8 @@ def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path |
     jobs = [Job(c["task_id"], c["name"], c["code"]) for c in sorted(candidates, key=lambda c: rank[c["task_id"]])]
     t0 = time.monotonic()
     summary = run_batch([tasks[t] for t in order], jobs, store,
-                        settings=settings, gpus=gpus, progress=progress, prepare_ahead=2, prepare_workers=1,
+                        settings=settings, gpus=gpus, progress=progress, prepare_ahead=24,
+                        prepare_workers=max(2, (os.cpu_count() or 2) // 4),
                         seed_of=dataset_seed, max_seconds=max_seconds)
     ingest(ds, store.read(), run_id, by_key)
     return MeasureSummary(run_id, len(candidates), len({c["task_id"] for c in candidates}), summary,

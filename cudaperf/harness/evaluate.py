@@ -202,6 +202,7 @@ def evaluate(
             durations["prepare_s"] = time.monotonic() - t0
             out = run_c_function(prepared, build, settings, gpu_index)
             durations["run_s"] = out.run_s
+            durations.update(out.phases_s)
             res = c_function_result(res, prepared, out, settings)
         elif isinstance(task, CudaKernelTask):
             from cudaperf.harness.run_cuda_kernel import run_kernel_candidate
@@ -249,7 +250,7 @@ def evaluate_c_function_group(task: CFunctionTask, items, prepared, settings: Ha
         res = replace(base_result(task, cid, code, settings, gpu_index), stage=Stage.COMPILED, compile=build.info)
         res = c_function_result(res, prepared, out, settings)
         results.append(replace(res, durations_s={"compile_s": build.info.seconds, "run_s": out.run_s,
-                                                 "group_s": time.monotonic() - t0}))
+                                                 "group_s": time.monotonic() - t0, **out.phases_s}))
     return results
 
 

@@ -248,7 +248,19 @@ def run_batch(
     # baseline is timed by the GPU worker just before the task's candidates. Timing runs and background
     # preparation never overlap (cudaperf.harness.quiet), so preparation does not disturb the measurements.
     # With prepare_ahead=0 each GPU worker prepares its own task just before running it.
+    # Preparation comes in bursts: once the queue runs down to one task per GPU, the producers fill it up, in
+    # parallel, to ``prepare_ahead``, then rest. Timing waits while background work runs, so a burst (short,
+    # spread over ``prepare_workers`` cores) costs the GPUs far less than one preparation beside every task.
     ready: queue.Queue = queue.Queue(maxsize=max(1, prepare_ahead))
+    gate = threading.Condition()
+    burst = [True]
+    low_water = max(1, len(gpus))
+
+    def taken() -> None:
+        with gate:
+            if not burst[0] and ready.qsize() <= low_water:
+                burst[0] = True
+                gate.notify_all()
 
     def prepare(tid: str):
         task_jobs = jobs_of(tid)
@@ -300,6 +312,7 @@ def run_batch(
             if item is None:
                 put(None)  # let the other workers see the end too
                 return
+            taken()
             tid, task_jobs, prep, err = item
             if task_jobs:
                 run_task(by_id[tid], task_jobs, gpu, prep, err)
@@ -313,6 +326,9 @@ def run_batch(
         def producer_wrapper() -> None:
             # only the last producer to finish posts the end marker
             while True:
+                with gate:
+                    while not burst[0] and not stop.is_set() and not out_of_time():
+                        gate.wait(timeout=0.5)
                 try:
                     tid = work.get_nowait()
                 except queue.Empty:
@@ -322,6 +338,9 @@ def run_batch(
                 if out_of_time():
                     break
                 put(prepare(tid))
+                with gate:
+                    if ready.qsize() >= prepare_ahead:
+                        burst[0] = False
             with plock:
                 done_producers[0] += 1
                 last = done_producers[0] == n_prod

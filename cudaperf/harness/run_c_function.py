@@ -232,6 +232,8 @@ class CFunctionOutcome:
     candidate_timing: TimingStats | None
     gpu_evidence: GpuEvidence | None
     run_s: float
+    phases_s: dict = field(default_factory=dict)
+    """Where the run's time went: tests, waiting for a quiet host, timing windows, the end of the process."""
 
 
 def _run_failure(run: SandboxRun | None, stats: _Stats, during: str) -> Failure | None:
@@ -367,6 +369,7 @@ class CandidateRun:
         self._error: BaseException | None = None
         self._w: Path | None = None
         self._thread = threading.Thread(target=self._main, daemon=True)
+        self.phases_s = {"tests_s": 0.0, "quiet_wait_s": 0.0, "windows_s": 0.0, "exit_s": 0.0, "judge_s": 0.0}
 
     # -- the orchestrating thread's side ---------------------------------------------------------------------
     def start(self) -> _TestVerdict | None:
@@ -407,7 +410,9 @@ class CandidateRun:
 
     def _control(self, ctl: Control) -> None:
         settings = self.settings
+        t0 = time.monotonic()
         line = ctl.read_line(timeout_s=settings.test_timeout_s)
+        self.phases_s["tests_s"] = time.monotonic() - t0
         if line != "tests_done":
             if line is None and not ctl.eof:  # the tests ran past their limit
                 ctl.kill()
@@ -428,10 +433,15 @@ class CandidateRun:
                 cmd = None
             if cmd is None:
                 ctl.send("stop")
+                self._stop_sent = time.monotonic()
                 return
+            t_wait = time.monotonic()
             with HOST.timing():
+                t_win = time.monotonic()
+                self.phases_s["quiet_wait_s"] += t_win - t_wait
                 self.windows_tried += 1
                 done = ctl.read_line(timeout_s=settings.timing_timeout_s) if ctl.send(cmd) else None
+                self.phases_s["windows_s"] += time.monotonic() - t_win
             if done != "timing_done":
                 if done is None and not ctl.eof:
                     ctl.kill()
@@ -454,9 +464,15 @@ class CandidateRun:
                     "tstats.txt", CTL_FD]
             # Each phase has its own limit (tests, every timing window); the process may wait idle between
             # phases while the task's other candidates run, so its own wall-clock limit is only a backstop.
+            self._stop_sent = None
             run = run_sandboxed(argv, w, env=env, limits=SandboxLimits(wall_s=_PROCESS_BACKSTOP_S),
                                 control=self._control)
-            return self._judge(w, run)
+            t_end = time.monotonic()
+            if self._stop_sent is not None:
+                self.phases_s["exit_s"] = t_end - self._stop_sent
+            out = self._judge(w, run)
+            self.phases_s["judge_s"] = time.monotonic() - t_end
+            return replace(out, phases_s={k: round(v, 4) for k, v in self.phases_s.items()})
 
     def _judge(self, w: Path, run: SandboxRun) -> CFunctionOutcome:
         prepared, task = self.prepared, self.prepared.task
