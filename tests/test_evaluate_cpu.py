@@ -195,36 +195,3 @@ def test_timing_windows_share_the_budget():
     with pytest.raises(ValueError):
         HarnessSettings(timing_rounds=0)
 
-
-def test_preparation_in_worker_processes_rebuilds_the_same_record():
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from cudaperf.harness.run_c_function import PreparedCFunction, prepare_c_function, prepare_c_function_fields
-    from cudaperf.harness.settings import HarnessSettings
-    from cudaperf.tasks import find_task, load_builtin_tasks
-
-    task = find_task(load_builtin_tasks(), "saxpy")
-    settings = HarnessSettings(budget_ms=20, max_reps=5)
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        fields = pool.submit(prepare_c_function_fields, task, settings, 11, True).result()
-    remote = PreparedCFunction(**fields)
-    local = prepare_c_function(task, settings, 11, defer_baseline=True)
-    assert remote.seed == local.seed == 11 and remote.baseline_timing is None
-    for a, b in zip(remote.expected_tests + remote.expected_timing, local.expected_tests + local.expected_timing):
-        assert all((a.values[k] == b.values[k]).all() for k in a.values)
-    assert remote.input_file("timing").read_bytes() == local.input_file("timing").read_bytes()
-
-
-def test_batch_with_process_preparation_reports_every_job(tmp_path):
-    from cudaperf.harness.executor import Job, run_batch
-    from cudaperf.tasks import builtin_candidates, load_builtin_tasks
-
-    tasks = [t for t in load_builtin_tasks() if t.kind == "c_function"]
-    cands = [c for c in builtin_candidates() if c.task_id in {t.id for t in tasks}][:4]
-    jobs = [Job(c.task_id, c.label, c.source) for c in cands]
-    s = run_batch(tasks, jobs, tmp_path / "r.jsonl", compile_workers=2, gpus=[0], prepare_ahead=4,
-                  prepare_workers=2, prepare_processes=True)
-    assert sorted((r.task_id, r.candidate_id) for r in s.results) == sorted((j.task_id, j.candidate_id) for j in jobs)
-    # no GPU here: every compiled candidate is unscored, after a preparation made in a worker process
-    assert all(r.status == "unscored" for r in s.results)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import random
 import socket
 import statistics
@@ -128,7 +127,7 @@ def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path |
     t0 = time.monotonic()
     summary = run_batch([tasks[t] for t in order], jobs, store,
                         settings=settings, gpus=gpus, progress=progress, prepare_ahead=24,
-                        prepare_workers=max(2, (os.cpu_count() or 2) // 4), prepare_processes=True,
+                        prepare_workers=2,
                         seed_of=dataset_seed, max_seconds=max_seconds)
     ingest(ds, store.read(), run_id, by_key)
     return MeasureSummary(run_id, len(candidates), len({c["task_id"] for c in candidates}), summary,

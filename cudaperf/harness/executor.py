@@ -17,7 +17,7 @@ import queue
 import threading
 import time
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -36,9 +36,7 @@ from cudaperf.harness.evaluate import (
     base_result,
 )
 from cudaperf.harness.result import EvaluationResult, Stage
-from cudaperf.harness.quiet import HOST
-from cudaperf.harness.run_c_function import HarnessError, PreparedCFunction, prepare_c_function_fields
-from cudaperf.tasks.inputs import fresh_seed
+from cudaperf.harness.run_c_function import HarnessError, PreparedCFunction
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.harness.store import ResultStore
 from cudaperf.tasks.schema import CFunctionTask, Task
@@ -95,7 +93,6 @@ def run_batch(
     seed_of: Callable[[str], int] | None = None,
     max_seconds: float | None = None,
     overlap_compile: bool = True,
-    prepare_processes: bool = False,
 ) -> BatchSummary:
     """Evaluate ``jobs``; append each result to ``store`` as it completes; skip jobs already scored there.
 
@@ -106,9 +103,7 @@ def run_batch(
     from the call); what did not run stays out of the store, so a rerun resumes there. ``overlap_compile``: run
     the first tasks on the GPUs while later ones still compile (nvcc niced; default ``compile_workers``: half the
     cores less one per GPU, so that hyperthread siblings of timing runs mostly idle); False: compile everything
-    first, on all cores. ``prepare_processes``: prepare ``c_function`` tasks in ``prepare_workers`` worker
-    processes rather than threads (input generation is Python-heavy and would hold the interpreter lock that
-    the GPU workers need).
+    first, on all cores.
     """
     settings = settings or HarnessSettings()
     store = store if isinstance(store, ResultStore) else ResultStore(store)
@@ -267,27 +262,13 @@ def run_batch(
                 burst[0] = True
                 gate.notify_all()
 
-    prep_pool = None
-    if prepare_processes and prepare_ahead > 0 and gpus:
-        import multiprocessing
-
-        from concurrent.futures import ProcessPoolExecutor
-
-        prep_pool = ProcessPoolExecutor(max_workers=max(1, prepare_workers),
-                                        mp_context=multiprocessing.get_context("spawn"))
-
     def prepare(tid: str):
         task_jobs = jobs_of(tid)
         if not gpus or not task_jobs:
             return tid, task_jobs, None, None
         try:
-            task = by_id[tid]
-            seed = seed_of(tid) if seed_of is not None else fresh_seed()
-            if prep_pool is not None and isinstance(task, CFunctionTask):
-                with HOST.background():  # the whole preparation, in another process, is background work
-                    fields = prep_pool.submit(prepare_c_function_fields, task, settings, seed, True).result()
-                return tid, task_jobs, PreparedCFunction(**fields), None
-            return tid, task_jobs, prepare_task(task, settings, seed, defer_baseline=True), None
+            seed = seed_of(tid) if seed_of is not None else None
+            return tid, task_jobs, prepare_task(by_id[tid], settings, seed, defer_baseline=True), None
         except (HarnessError, ToolchainError, OSError) as exc:
             return tid, task_jobs, None, f"{type(exc).__name__}: {exc}"
 
@@ -377,8 +358,6 @@ def run_batch(
             t.join()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        if prep_pool is not None:
-            prep_pool.shutdown(wait=True, cancel_futures=True)
     if errors:
         raise errors[0]
     run_wall = time.monotonic() - t1

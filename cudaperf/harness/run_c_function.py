@@ -151,16 +151,6 @@ def prepare_c_function(task: CFunctionTask, settings: HarnessSettings, seed: int
                              reference_exe=exe)
 
 
-def prepare_c_function_fields(task: CFunctionTask, settings: HarnessSettings, seed: int,
-                              defer_baseline: bool = True) -> dict:
-    """:func:`prepare_c_function` in a worker process: its fields, to rebuild the record in the parent
-    (``PreparedCFunction(**fields)``). Input generation is Python-heavy; in a process of its own it does not hold
-    the harness's interpreter lock while the harness judges outputs and drives GPU runs."""
-    p = prepare_c_function(task, settings, seed, defer_baseline=defer_baseline)
-    return {f: getattr(p, f) for f in ("task", "driver_c", "seed", "test_cases", "expected_tests", "timing_cases",
-                                       "expected_timing", "baseline_timing", "reference_exe")}
-
-
 def time_baseline(prepared: PreparedCFunction, settings: HarnessSettings) -> PreparedCFunction:
     """Time the sequential baseline of a preparation made with ``defer_baseline`` (a no-op when it is timed).
 
@@ -461,7 +451,7 @@ class CandidateRun:
             self._events.put(("window", True))
 
     def _run(self) -> CFunctionOutcome:
-        prepared, settings = self.prepared, self.settings
+        prepared = self.prepared
         extra = {"CUDA_VISIBLE_DEVICES": str(self.gpu_index)} if self.gpu_index is not None else {}
         with Workdir(prefix="cudaperf-run-") as w:
             self._w = w
