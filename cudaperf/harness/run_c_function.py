@@ -369,6 +369,7 @@ class CandidateRun:
         self._error: BaseException | None = None
         self._w: Path | None = None
         self._thread = threading.Thread(target=self._main, daemon=True)
+        self._stopped = False
         self.phases_s = {"tests_s": 0.0, "quiet_wait_s": 0.0, "windows_s": 0.0, "exit_s": 0.0, "judge_s": 0.0}
 
     # -- the orchestrating thread's side ---------------------------------------------------------------------
@@ -391,9 +392,15 @@ class CandidateRun:
             self.waiting = False
         return bool(ok)
 
+    def stop(self) -> None:
+        """Tell the process to end (it writes its timing outputs and exits) without waiting for it."""
+        if not self._stopped:
+            self._stopped = True
+            self.waiting = False
+            self._cmds.put(None)
+
     def finish(self) -> CFunctionOutcome:
-        self.waiting = False
-        self._cmds.put(None)
+        self.stop()
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -583,13 +590,18 @@ def run_c_function_group(prepared: PreparedCFunction, builds: list[tuple[object,
     live = [r for _, r in runs if r.waiting]
     base = list(prepared.baseline_timing.samples_ms) if prepared.baseline_timing is not None else []
     try:
-        for rnd in range(rounds):
-            if rnd > 0 and live and base:
-                base += baseline_window(prepared, settings, TimingWindow.of(settings, rounds, first=False))
-            window = TimingWindow.of(settings, rounds, first=rnd == 0)
-            for r in (live if rnd % 2 == 0 else live[::-1]):
-                r.time_window(window)
+        # One quiet period for all the rounds: each window would otherwise wait for background work that
+        # starts again between windows.
+        with HOST.timing():
+            for rnd in range(rounds):
+                if rnd > 0 and live and base:
+                    base += baseline_window(prepared, settings, TimingWindow.of(settings, rounds, first=False))
+                window = TimingWindow.of(settings, rounds, first=rnd == 0)
+                for r in (live if rnd % 2 == 0 else live[::-1]):
+                    r.time_window(window)
     finally:
+        for _, r in runs:  # all processes end (and their outputs are judged) in parallel
+            r.stop()
         outcomes = [(key, r.finish()) for key, r in runs]
     if base and live:
         prepared = replace(prepared, baseline_timing=TimingStats.from_samples_ms(base), _files=prepared._files)
