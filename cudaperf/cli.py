@@ -554,19 +554,25 @@ def dataset_add_candidates(
 
 @dataset_app.command("features")
 def dataset_features(
-    tier: str = typer.Option("paper", "--tier", help="paper (tree-sitter, fast) or compiler (nvcc per candidate)."),
+    tier: str = typer.Option("paper", "--tier", help="paper (tree-sitter, fast), compiler (nvcc per candidate) or "
+                             "profile (Nsight Compute on the local GPUs, about 5 s per candidate)."),
     dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
-    jobs: int = typer.Option(2, "--jobs", "-j", help="Parallel workers."),
+    jobs: int = typer.Option(2, "--jobs", "-j", help="Parallel workers (profile: one per visible GPU)."),
+    all_candidates: bool = typer.Option(False, "--all", help="profile: every candidate, not only the measured "
+                                        "valid ones the ranker trains on."),
 ) -> None:
-    """Compute (or bring up to date) DATASET/features_TIER.parquet for every candidate; resumable."""
-    from cudaperf.dataset.features import compute_features
+    """Compute (or bring up to date) DATASET/features_TIER.parquet; resumable (rows are saved as they come)."""
+    from cudaperf.dataset.features import compute_features, measured_valid_ids
+    from cudaperf.features.profile import ProfilerUnavailable
 
     ds = _open_dataset(dataset)
+    ids = measured_valid_ids(ds) if tier == "profile" and not all_candidates else None
     with _bar() as bar:
         tid = bar.add_task(f"{tier} features", total=None)
         try:
-            n = compute_features(ds, tier, jobs=jobs, progress=lambda i, k: bar.update(tid, completed=i, total=k))
-        except ValueError as exc:
+            n = compute_features(ds, tier, jobs=jobs, candidate_ids=ids,
+                                 progress=lambda i, k: bar.update(tid, completed=i, total=k))
+        except (ValueError, ProfilerUnavailable) as exc:
             _fail(str(exc))
     err.print(f"computed {n} rows of {ds.root / f'features_{tier}.parquet'}")
 
@@ -664,6 +670,10 @@ def ranker_eval(
                                  "paper-tier MLP on held-out tasks."),
     compiler: bool = typer.Option(False, "--compiler", help="Also an MLP on the paper + compiler tiers (reads "
                                   "features_compiler.parquet; compiles candidates missing from it)."),
+    profile: bool = typer.Option(False, "--profile", help="Also an MLP on the paper + profile tiers, on the tasks "
+                                 "whose candidates all have stored Nsight Compute counters "
+                                 "(features_profile.parquet, from `cudaperf dataset features --tier profile`), "
+                                 "with the paper-tier MLP scored on the same tasks."),
 ) -> None:
     """Train on each split's training part and evaluate on its held-out part: the MLP against random, the paper's
     linear form and a block-size rule (pairwise accuracy, ordered-pair accuracy, Kendall tau, top-1 hit rate)."""
@@ -674,7 +684,7 @@ def ranker_eval(
     from cudaperf.ranker.train import RankerSettings
 
     ds = _open_dataset(dataset)
-    tiers = ("paper", "paper+compiler") if compiler else ("paper",)
+    tiers = ("paper",) + (("paper+compiler",) if compiler else ()) + (("paper+profile",) if profile else ())
     res = {s: evaluate_split(ds, s, RankerSettings(seed=seed), tiers=tiers) for s in ("task", "family")}
     top = res["task"].get("models", {}).get("mlp_paper", {}).get("pairwise_accuracy")
     out = {"pairwise_accuracy": top, "dataset_version": ds.version(), "seed": seed, "splits": res}
@@ -692,6 +702,9 @@ def ranker_eval(
             table.add_row(s, "-", "0", r.get("error", ""), "", "", "")
             continue
         for m, v in r["models"].items():
+            if "error" in v:
+                table.add_row(s, m, "0", v["error"], "", "", "")
+                continue
             table.add_row(s, m, str(v["n_tasks"]), fmt(v["pairwise_accuracy"]), fmt(v["ordered_accuracy"]),
                           fmt(v["kendall_tau"]), fmt(v["top1_hit_rate"]))
     console.print(table)

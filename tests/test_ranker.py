@@ -159,3 +159,64 @@ def test_paper_plus_compiler_tier(tmp_path):
     assert len(r.names) == 11 + len([n for n in r.names if n.startswith("compiler.")]) > 11
     r.save(tmp_path / "rk")
     assert Ranker.load(tmp_path / "rk").tier == "paper+compiler"
+
+
+def test_paper_plus_profile_tier_reads_stored_counters(tmp_path):
+    """The profile tier's counters are measured on a GPU, not computed from code: here they are the real Nsight
+    Compute records of elementwise_map_000 and _001 taken on the H200 (benchmarks/results), stored in the
+    dataset's profile table; the tier trains and evaluates on the tasks that have them all."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    from cudaperf.dataset.features import load_features, write_features
+    from cudaperf.features.profile import PROFILE_FEATURES
+    from cudaperf.ranker.train import PROFILE_INPUTS, feature_table, split_items
+
+    ds = Dataset.load(tmp_path / "ds", missing_ok=True)
+    build(ds, families=["elementwise_map"], n_tasks=3)
+    rank = {"vectorized": 20.0, "grid_stride": 16.0, "naive_b256": 12.0, "naive_b1024": 11.0,
+            "streams_pinned": 9.0, "naive_b32": 6.0, "strided": 3.0, "chunked": 1.5}
+    for t in ds.tasks:
+        t["split_task"] = {"elementwise_map_000": "train", "elementwise_map_001": "test"}.get(t["id"], "test")
+    ds.measurements = [_row(c, rank[c["name"]]) for c in ds.candidates]
+    ds.save()
+    records = Path(__file__).parent.parent / "benchmarks/results/2026-11-29-h200/profile_ncu.jsonl"
+    by_sha = {}
+    for line in records.read_text().splitlines():
+        r = json.loads(line)
+        if r["ok"]:
+            by_sha[hashlib.sha256(r["code"].encode()).hexdigest()] = r["values"]
+    table = {c["candidate_id"]: {f"profile.{k}": float("nan") if by_sha[c["code_sha256"]].get(k) is None
+                                 else float(by_sha[c["code_sha256"]][k]) for k in PROFILE_FEATURES}
+             for c in ds.candidates if c["code_sha256"] in by_sha}
+    profiled = {c["task_id"] for c in ds.candidates if c["candidate_id"] in table}
+    assert profiled == {"elementwise_map_000", "elementwise_map_001"} and len(table) >= 14
+    write_features(ds, "profile", table)
+    assert set(load_features(ds, "profile")) == set(table)
+
+    res = evaluate_split(ds, "task", RankerSettings(epochs=20), tiers=("paper", "paper+profile"))
+    m = res["models"]
+    assert res["n_test_tasks"] == 2  # elementwise_map_001 and _002; only _001 has counters
+    assert m["mlp_paper_profile"]["n_tasks"] == 1 and m["mlp_paper_on_paper_profile_tasks"]["n_tasks"] == 1
+    assert 0.0 <= m["mlp_paper_profile"]["pairwise_accuracy"] <= 1.0
+    r = train_ranker(ds, tier="paper+profile", settings=RankerSettings(epochs=5),
+                     items=[i for i in split_items(ds, "task", "train")])
+    assert [n for n in r.names if n.startswith("profile.")] == [f"profile.{k}" for k in PROFILE_INPUTS]
+    missing = next(c["candidate_id"] for c in ds.candidates if c["candidate_id"] not in table)
+    with pytest.raises(ValueError, match="dataset features --tier profile"):
+        feature_table(ds, [missing], "paper+profile")
+
+
+def test_profile_tier_without_ncu_or_gpu_is_a_clear_error(labelled):
+    from typer.testing import CliRunner
+
+    from cudaperf.cli import app
+    from cudaperf.features.profile import find_ncu
+    from cudaperf.harness.environment import gpu_count
+
+    if find_ncu() is not None and gpu_count() > 0:
+        pytest.skip("this machine can profile")
+    labelled.save()
+    r = CliRunner().invoke(app, ["dataset", "features", "--tier", "profile", "-d", str(labelled.root)])
+    assert r.exit_code != 0 and ("ncu" in r.output or "GPU" in r.output)

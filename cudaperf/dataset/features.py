@@ -3,7 +3,8 @@
 ``DIR/features_<tier>.parquet``: one row per candidate (candidate_id, code_sha256, features as JSON with NaN as
 null). A row whose code hash no longer matches its candidate is recomputed. The ranker reads these tables
 instead of recomputing (the compiler tier compiles every candidate: about 0.75 s each on this project's CPU
-machine).
+machine). The profile tier is measured on a GPU under Nsight Compute (about 5 s per candidate on the H200), by
+default for the measured valid candidates only.
 """
 
 from __future__ import annotations
@@ -22,19 +23,65 @@ from cudaperf.dataset.store import Dataset
 SCHEMA = pa.schema([("candidate_id", pa.string()), ("code_sha256", pa.string()), ("features", pa.string())])
 
 
-def tier_function(tier: str) -> Callable[[str], dict[str, float]]:
+def tier_function(tier: str, ds: Dataset | None = None) -> Callable[[dict], dict[str, float]]:
+    """The function of one candidate row that computes a tier's features (the profile tier needs ``ds``)."""
     if tier == "paper":
         from cudaperf.ranker.train import paper_features
 
-        return paper_features
+        return lambda c: paper_features(c["code"])
     if tier == "compiler":
         from cudaperf.features.compiler import compiler_features
 
-        def fn(code: str) -> dict[str, float]:
-            return {f"compiler.{k}": float(v) for k, v in compiler_features(code).values.items()}
+        def fn(c: dict) -> dict[str, float]:
+            return {f"compiler.{k}": float(v) for k, v in compiler_features(c["code"]).values.items()}
 
         return fn
-    raise ValueError(f"unknown feature tier {tier!r} (paper or compiler; the profile tier needs a GPU run)")
+    if tier == "profile":
+        assert ds is not None
+        return _profile_function(ds)
+    raise ValueError(f"unknown feature tier {tier!r}: paper, compiler or profile")
+
+
+def _profile_function(ds: Dataset) -> Callable[[dict], dict[str, float]]:
+    """Nsight Compute counters of a candidate on its task's timing-size input (the dataset's fixed seed), one
+    candidate per GPU at a time. A candidate that fails under the profiler gets NaN everywhere; ncu missing or
+    refused raises (a harness fault)."""
+    import queue
+
+    from cudaperf.dataset.build import dataset_tasks
+    from cudaperf.dataset.measure import MEASURE_SETTINGS, dataset_seed
+    from cudaperf.features.profile import PROFILE_FEATURES, ProfilerUnavailable, find_ncu, profile_features
+    from cudaperf.harness.environment import gpu_count
+
+    if find_ncu() is None:
+        raise ProfilerUnavailable("Nsight Compute (ncu) was not found: the profile tier needs it and a GPU")
+    n = gpu_count()
+    if n == 0:
+        raise ProfilerUnavailable("no NVIDIA GPU is visible: the profile tier runs candidates under ncu")
+    tasks = dataset_tasks(ds)
+    free: queue.Queue[int] = queue.Queue()
+    for g in range(n):
+        free.put(g)
+
+    def fn(c: dict) -> dict[str, float]:
+        gpu = free.get()
+        try:
+            pf = profile_features(tasks[c["task_id"]], c["code"], settings=MEASURE_SETTINGS, gpu_index=gpu,
+                                  seed=dataset_seed(c["task_id"]))
+        finally:
+            free.put(gpu)
+        if not pf.ok and pf.attributed_to == "harness":
+            raise ProfilerUnavailable(pf.error or "ncu failed")
+        return {f"profile.{k}": float(pf.values.get(k, math.nan)) if pf.ok else math.nan for k in PROFILE_FEATURES}
+
+    return fn
+
+
+def measured_valid_ids(ds: Dataset) -> set[str]:
+    """Candidates with a valid measurement (correct in every scored run): the ones a ranker trains on."""
+    from cudaperf.dataset.measure import candidate_summary
+
+    return {k for k, v in candidate_summary(ds).items() if v["valid"]}
 
 
 def table_path(ds: Dataset, tier: str) -> Path:
@@ -54,31 +101,45 @@ def load_features(ds: Dataset, tier: str) -> dict[str, dict[str, float]]:
     return out
 
 
+def write_features(ds: Dataset, tier: str, features: dict[str, dict[str, float]]) -> Path:
+    """Replace ``features_<tier>.parquet`` with ``features`` (by candidate id; NaN stored as null)."""
+    sha = {c["candidate_id"]: c["code_sha256"] for c in ds.candidates}
+    rows = [{"candidate_id": k, "code_sha256": sha[k],
+             "features": json.dumps({n: (None if isinstance(x, float) and math.isnan(x) else x) for n, x in v.items()})}
+            for k, v in sorted(features.items())]
+    path = table_path(ds, tier)
+    tmp = path.with_suffix(".tmp")
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), tmp, compression="zstd")
+    tmp.replace(path)
+    return path
+
+
 def compute_features(ds: Dataset, tier: str, *, jobs: int = 2, candidate_ids=None,
                      progress: Callable[[int, int], None] | None = None, save_every: int = 200) -> int:
     """Compute missing or stale rows of ``features_<tier>.parquet``; saves as it goes. Returns rows computed."""
-    fn = tier_function(tier)
+    fn = tier_function(tier, ds)
+    if tier == "profile":
+        from cudaperf.harness.environment import gpu_count
+
+        jobs = max(1, gpu_count())
     have = load_features(ds, tier)
     cands = [c for c in ds.candidates if c["candidate_id"] not in have
              and (candidate_ids is None or c["candidate_id"] in candidate_ids)]
-    sha = {c["candidate_id"]: c["code_sha256"] for c in ds.candidates}
 
     def save() -> None:
-        rows = [{"candidate_id": k, "code_sha256": sha[k],
-                 "features": json.dumps({n: (None if isinstance(x, float) and math.isnan(x) else x) for n, x in v.items()})}
-                for k, v in sorted(have.items())]
-        tmp = table_path(ds, tier).with_suffix(".tmp")
-        pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), tmp, compression="zstd")
-        tmp.replace(table_path(ds, tier))
+        write_features(ds, tier, have)
 
     done = 0
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for c, feats in zip(cands, pool.map(lambda c: fn(c["code"]), cands)):
-            have[c["candidate_id"]] = feats
-            done += 1
-            if progress:
-                progress(done, len(cands))
-            if done % save_every == 0:
-                save()
-    save()
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            for c, feats in zip(cands, pool.map(fn, cands)):
+                have[c["candidate_id"]] = feats
+                done += 1
+                if progress:
+                    progress(done, len(cands))
+                if done % save_every == 0:
+                    save()
+    finally:
+        if done:
+            save()  # what was computed before a fault is kept
     return done

@@ -88,6 +88,11 @@ def fit_linear(train_pos: np.ndarray, train_neg: np.ndarray, l2: float = 1e-3, s
     return w
 
 
+def _complete_tasks(items: Sequence[Item], have: set[str]) -> list[Item]:
+    """The items of the tasks whose every valid candidate is in ``have``."""
+    return [i for t in by_task(items).values() if all(x.candidate_id in have for x in t) for i in t]
+
+
 def evaluate_split(ds, split: str, settings=None, log: Callable[[str], None] | None = None,
                    tiers: Sequence[str] = ("paper",)) -> dict:
     """Train the paper-tier MLP on ``split``'s training tasks; score the held-out (test) tasks with it and with
@@ -122,11 +127,26 @@ def evaluate_split(ds, split: str, settings=None, log: Callable[[str], None] | N
     for tier in tiers:
         if tier == "paper":
             continue
-        tf = feature_table(ds, [i.candidate_id for i in train_items + test_items], tier)
-        rt = train_ranker(ds, split=split, tier=tier, settings=settings, features=tf)
-        st = rt.score_many([tf[i.candidate_id] for i in test_items])
-        models[f"mlp_{tier.replace('+', '_')}"] = metrics(test_items, {i.candidate_id: float(x)
-                                                                         for i, x in zip(test_items, st)})
+        name = f"mlp_{tier.replace('+', '_')}"
+        tr, te = train_items, test_items
+        if "profile" in tier.split("+"):
+            # measured features: only candidates with stored counters, whole tasks only
+            from cudaperf.dataset.features import load_features
+
+            have = set(load_features(ds, "profile"))
+            tr, te = _complete_tasks(train_items, have), _complete_tasks(test_items, have)
+            if not te or not quartile_pairs(tr):
+                models[name] = {"error": f"profile features stored for {len(have)} candidates: "
+                                         f"{len(by_task(tr))} training and {len(by_task(te))} held-out tasks "
+                                         "have them all (run `cudaperf dataset features --tier profile` on a GPU)"}
+                continue
+            models[f"mlp_paper_on_{name[4:]}_tasks"] = metrics(
+                te, {i.candidate_id: float(s) for i, s in
+                     zip(te, ranker.score_many([feats[i.candidate_id] for i in te]))})
+        tf = feature_table(ds, [i.candidate_id for i in tr + te], tier)
+        rt = train_ranker(ds, split=split, tier=tier, settings=settings, features=tf, items=tr)
+        st = rt.score_many([tf[i.candidate_id] for i in te])
+        models[name] = metrics(te, {i.candidate_id: float(x) for i, x in zip(te, st)})
     out["models"] = models
     out["linear_weights"] = dict(zip(norm.names, map(float, w)))
     out["ranker"] = ranker.meta

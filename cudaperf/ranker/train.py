@@ -61,13 +61,32 @@ def paper_compiler_features(code: str) -> dict[str, float]:
     return {**paper_features(code), **compiler_tier_features(code)}
 
 
+PROFILE_INPUTS = ("gld_sectors_per_request", "gst_sectors_per_request", "gld_efficiency", "gst_efficiency",
+                  "coalescing", "achieved_occupancy", "branch_divergence", "atomics", "arithmetic_intensity",
+                  "launches")
+"""The profile-tier counters a ranker reads (``profile.`` + name): ratios and counts. Left out: kernel time (a
+measurement of the very speed being ranked) and raw DRAM bytes and FLOPs (they scale with the input size)."""
+
+
+def _profile_names() -> tuple[str, ...]:
+    return tuple(f"profile.{k}" for k in PROFILE_INPUTS)
+
+
+def _profile_not_stored(code: str) -> dict[str, float]:
+    raise ValueError("profile features are measured, not computed from code: run `cudaperf dataset features --tier "
+                     "profile` on a machine with a GPU and Nsight Compute first")
+
+
 FeatureFn = Callable[[str], dict[str, float]]
 TIERS: dict[str, tuple[tuple[str, ...], FeatureFn]] = {
     "paper": (PAPER_FEATURES, paper_features),
     "paper+compiler": (PAPER_FEATURES + _compiler_names(), paper_compiler_features),
+    "paper+profile": (PAPER_FEATURES + _profile_names(), _profile_not_stored),
 }
-"""Feature sets a ranker can be trained on: the paper's 11, or those plus the compiler tier (ptxas resources,
-theoretical occupancy, SASS mix; the inputs grow to 11 + len(compiler FEATURES))."""
+"""Feature sets a ranker can be trained on: the paper's 11; those plus the compiler tier (ptxas resources,
+theoretical occupancy, SASS mix; the inputs grow to 11 + len(compiler FEATURES)); or those plus the profile tier
+(Nsight Compute counters stored by ``cudaperf dataset features --tier profile``; candidates without them are
+left out of that tier's training and evaluation)."""
 
 
 def split_items(ds: Dataset, split: str, part: str) -> list[Item]:
@@ -82,20 +101,24 @@ def split_items(ds: Dataset, split: str, part: str) -> list[Item]:
             and not math.isnan(cs[c["candidate_id"]]["speedup"])]
 
 
+_PART_FUNCTIONS: dict[str, FeatureFn] = {"paper": paper_features, "compiler": compiler_tier_features,
+                                          "profile": _profile_not_stored}
+
+
 def feature_table(ds: Dataset, ids: Sequence[str], tier: str = "paper") -> dict[str, dict[str, float]]:
-    """Features of ``ids``: read from the dataset's stored table where it is up to date, computed otherwise."""
+    """Features of ``ids``, part by part of the tier: read from the dataset's stored table where it is up to date,
+    computed otherwise (the profile part cannot be computed here: it raises)."""
     from cudaperf.dataset.features import load_features
 
-    names, fn = TIERS[tier]
-    parts = tier.split("+")
-    stored_parts = [load_features(ds, p) for p in parts]
+    if tier not in TIERS:
+        raise ValueError(f"unknown tier {tier!r}: one of {sorted(TIERS)}")
     code = {c["candidate_id"]: c["code"] for c in ds.candidates}
-    out = {}
-    for i in ids:
-        if all(i in sp for sp in stored_parts):
-            out[i] = {k: v for sp in stored_parts for k, v in sp[i].items()}
-        else:
-            out[i] = fn(code[i])
+    out: dict[str, dict[str, float]] = {i: {} for i in ids}
+    for part in tier.split("+"):
+        stored = load_features(ds, part)
+        fn = _PART_FUNCTIONS[part]
+        for i in ids:
+            out[i].update(stored[i] if i in stored else fn(code[i]))
     return out
 
 
@@ -161,13 +184,14 @@ class Ranker:
 def train_ranker(ds: Dataset, *, split: str = "task", tier: str = "paper",
                  settings: RankerSettings = RankerSettings(),
                  features: dict[str, dict[str, float]] | None = None,
-                 log: Callable[[str], None] | None = None) -> Ranker:
-    """Fit the normalizer on the training tasks' valid candidates and the MLP on their quartile pairs."""
+                 log: Callable[[str], None] | None = None, items: Sequence[Item] | None = None) -> Ranker:
+    """Fit the normalizer on the training tasks' valid candidates and the MLP on their quartile pairs.
+    ``items``: train on these candidates instead of every valid one of the split's training tasks."""
     import torch
 
     from cudaperf.ranker.model import RankerMLP, pairwise_logistic_loss
 
-    items = split_items(ds, split, "train")
+    items = list(items) if items is not None else split_items(ds, split, "train")
     pairs = quartile_pairs(items)
     if not pairs:
         raise ValueError(f"no training pairs: the {split}-split's training tasks have no measured task with >= 4 "

@@ -52,3 +52,28 @@ def test_a_crashing_candidate_is_the_candidates_failure():
            'cudaDeviceSynchronize(); }\n')
     pf = profile_features(task, src, seed=4)
     assert pf.attributed_to == "candidate"
+
+
+def test_dataset_profile_table_for_the_measured_candidates(tmp_path):
+    """`cudaperf dataset features --tier profile`: counters of the measured valid candidates, stored and reused."""
+    from cudaperf.dataset.build import build
+    from cudaperf.dataset.features import compute_features, load_features, measured_valid_ids
+    from cudaperf.dataset.store import Dataset
+
+    ds = Dataset.load(tmp_path / "ds", missing_ok=True)
+    build(ds, families=["elementwise_map"], n_tasks=1)
+    keep = ds.candidates[:3]
+    ds.measurements = [{"candidate_id": c["candidate_id"], "task_id": c["task_id"], "code_sha256": c["code_sha256"],
+                        "run_id": "r", "measured_at": "r", "status": "scored", "correct": True, "stage": "timed",
+                        "failure_kind": None, "failure": None, "pass_fraction": 1.0, "speedup": 2.0,
+                        "candidate_median_ms": 1.0, "candidate_cv": 0.01, "baseline_median_ms": 2.0,
+                        "baseline_cv": 0.01, "kernels_in_timed_call": 1, "gpu": "g", "driver": "d", "cuda": "c",
+                        "host": "h", "timing_method": "t", "seed": 1} for c in keep]
+    ds.save()
+    ids = measured_valid_ids(ds)
+    assert ids == {c["candidate_id"] for c in keep}
+    assert compute_features(ds, "profile", candidate_ids=ids) == 3
+    table = load_features(ds, "profile")
+    assert set(table) == ids
+    assert all(0.0 < v["profile.coalescing"] <= 1.0 and v["profile.launches"] >= 1 for v in table.values())
+    assert compute_features(ds, "profile", candidate_ids=ids) == 0  # stored: nothing to redo
