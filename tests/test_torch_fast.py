@@ -1,0 +1,86 @@
+"""The PyTorch fast path: one CUDA unit built by nvcc alone into a library, bound by pointer with ctypes.
+
+Everything here runs without a GPU: nvcc builds, the symbol checks, the ctypes layout against the C compiler's,
+and loading the library (its CUDA calls then fail, and the binding reports the status)."""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cudaperf.harness.compile import cuda_home
+from cudaperf.harness.torch_fast import (
+    DTYPES,
+    ENTRY,
+    HEADER,
+    FastCallError,
+    FastModule,
+    TensorArg,
+    build_fast_candidate,
+    tensor_arg,
+)
+
+torch = pytest.importorskip("torch")
+
+ADD = (Path(__file__).parent / "fixtures" / "torch_fast" / "add.cu").read_text()
+
+
+def test_a_unit_builds_into_a_library_that_exports_only_its_entry():
+    b = build_fast_candidate(ADD)
+    assert b.stage == "ok" and b.exe is not None, b.info.log
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(b.exe)], capture_output=True, text=True).stdout
+    names = {line.split()[-1] for line in exported.splitlines() if line.split()}
+    assert ENTRY in names
+    assert not {n for n in names if n.startswith(("cuda", "__cuda"))}  # the static CUDA runtime stays hidden
+    again = build_fast_candidate(ADD)
+    assert again.info.cached and again.exe == b.exe
+
+
+def test_missing_entry_extra_c_functions_and_compile_errors_are_rejected():
+    no_entry = build_fast_candidate(ADD.replace("kernel_forward", "forward"))
+    assert no_entry.stage == "symbols" and any(ENTRY in r for r in no_entry.reasons)
+    interposer = build_fast_candidate(ADD + '\nextern "C" int cuptiActivityFlushAll(unsigned f) { return 0; }\n')
+    assert interposer.stage == "symbols" and any("cuptiActivityFlushAll" in r for r in interposer.reasons)
+    broken = build_fast_candidate(ADD.replace("return 1;", "return 1"))
+    assert broken.stage == "compile" and "error" in broken.info.log
+
+
+def test_ctypes_layout_matches_the_c_compiler(tmp_path):
+    (tmp_path / "tensor_arg.h").write_text(HEADER)
+    (tmp_path / "layout.c").write_text(
+        '#include <stdio.h>\n#include <stddef.h>\n#include "tensor_arg.h"\n'
+        'int main(void) { printf("%zu %zu %zu %zu %zu %zu %zu\\n", sizeof(TensorArg), offsetof(TensorArg, data), '
+        'offsetof(TensorArg, dtype), offsetof(TensorArg, ndim), offsetof(TensorArg, numel), '
+        'offsetof(TensorArg, shape), offsetof(TensorArg, strides)); return 0; }\n')
+    subprocess.run(["gcc", "-I", str(cuda_home() / "include"), str(tmp_path / "layout.c"), "-o",
+                    str(tmp_path / "layout")], check=True)
+    c = [int(x) for x in subprocess.run([str(tmp_path / "layout")], capture_output=True, text=True).stdout.split()]
+    py = [ctypes.sizeof(TensorArg)] + [getattr(TensorArg, f).offset for f in
+                                       ("data", "dtype", "ndim", "numel", "shape", "strides")]
+    assert c == py
+
+
+def test_tensor_descriptions():
+    t = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4).transpose(1, 2)
+    a = tensor_arg(t)
+    assert (a.data, a.ndim, a.numel, a.dtype) == (t.data_ptr(), 3, 24, DTYPES.index("float32"))
+    assert list(a.shape[:3]) == [2, 4, 3] and list(a.strides[:3]) == [12, 1, 4]
+    assert tensor_arg(torch.zeros(2, dtype=torch.bfloat16)).dtype == DTYPES.index("bfloat16")
+    with pytest.raises(ValueError, match="not supported"):
+        tensor_arg(torch.zeros(2, dtype=torch.complex64))
+    with pytest.raises(ValueError, match="at most 8"):
+        tensor_arg(torch.zeros([1] * 9))
+
+
+def test_library_loads_and_a_failing_call_is_reported():
+    b = build_fast_candidate(ADD)
+    mod = FastModule(b.exe)
+    x = torch.ones(8)
+    with pytest.raises(FastCallError, match="returned 1"):  # the candidate's own check: wrong arity
+        mod([x], [torch.empty(8)])
+    if not torch.cuda.is_available():  # no GPU: the launch fails, and the status comes back
+        with pytest.raises(FastCallError, match="returned 2"):
+            mod([x, x], [torch.empty(8)])
