@@ -465,6 +465,9 @@ def dataset_measure(
     timing_rounds: int = typer.Option(1, "--timing-rounds", min=1, help="Split each candidate's timing into this "
                                       "many windows, interleaved with the task's other candidates and the "
                                       "baseline (the task's candidates stay alive together)."),
+    held_out_first: bool = typer.Option(False, "--held-out-first", help="Measure the held-out tasks of both splits "
+                                        "(task split's test part, test families) before the rest: what `cudaperf "
+                                        "ranker eval` needs first."),
 ) -> None:
     """Measure candidates with the harness on the local GPUs: one worker per GPU, tasks interleaved across
     families, starting while later tasks still compile in parallel.
@@ -495,7 +498,7 @@ def dataset_measure(
         from cudaperf.dataset.measure import MEASURE_SETTINGS
 
         summary = measure(ds, cands, store_path=store, run_id=run_id, progress=progress,
-                          settings=_replace(MEASURE_SETTINGS, timing_rounds=timing_rounds),
+                          settings=_replace(MEASURE_SETTINGS, timing_rounds=timing_rounds), held_out_first=held_out_first,
                           max_seconds=max_minutes * 60 if max_minutes is not None else None)
     version = ds.save()
     b = summary.batch

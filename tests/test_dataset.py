@@ -195,3 +195,15 @@ def test_measurement_order_interleaves_families(small):
     assert sorted(order) == sorted(ids)
     n_fam = len(set(fam_of.values()))
     assert len({fam_of[t] for t in order[:n_fam]}) == n_fam  # every family before any family's second task
+
+
+def test_measurement_order_can_put_held_out_tasks_first(small):
+    from cudaperf.dataset.measure import interleaved_task_order
+
+    tasks = sorted(small.tasks, key=lambda t: t["id"])
+    tasks[-1]["split_task"], tasks[0]["split_task"] = "test", "train"
+    ids = {t["id"] for t in tasks}
+    first = interleaved_task_order(small, ids, held_out_first=True)
+    test_ids = [t["id"] for t in tasks if t["split_task"] == "test"]
+    assert 0 < len(test_ids) < len(ids)
+    assert set(first[: len(test_ids)]) == set(test_ids) and set(first) == ids

@@ -100,20 +100,29 @@ def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, rem
     return [c for c in cands if c["task_id"] in keep]
 
 
-def interleaved_task_order(ds: Dataset, task_ids: set[str]) -> list[str]:
+def interleaved_task_order(ds: Dataset, task_ids: set[str], *, held_out_first: bool = False) -> list[str]:
     """Tasks in the order a measurement runs them: the first task of every family, then the second of every
-    family, and so on, so that a run cut short by its time limit still covers every family evenly."""
-    fam_of = {t["id"]: t["family"] for t in ds.tasks}
-    by_fam: dict[str, list[str]] = defaultdict(list)
+    family, and so on, so that a run cut short by its time limit still covers every family evenly.
+    ``held_out_first``: the held-out tasks of both splits (the task split's test part, then the test families)
+    before the rest, each group interleaved the same way: what a ranker evaluation needs first."""
+    info = {t["id"]: t for t in ds.tasks}
+
+    def group(t: str) -> int:
+        if not held_out_first:
+            return 0
+        row = info.get(t, {})
+        return 0 if row.get("split_task") == "test" else 1 if row.get("split_family") == "test" else 2
+
+    by_fam: dict[tuple[int, str], list[str]] = defaultdict(list)
     for t in sorted(task_ids):
-        by_fam[fam_of.get(t, "")].append(t)
-    return [t for _, _, t in sorted((i, fam, t) for fam, ts in by_fam.items() for i, t in enumerate(ts))]
+        by_fam[(group(t), info.get(t, {}).get("family", ""))].append(t)
+    return [t for _, _, _, t in sorted((g, i, fam, t) for (g, fam), ts in by_fam.items() for i, t in enumerate(ts))]
 
 
 def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path | None = None,
             run_id: str | None = None, settings: HarnessSettings = MEASURE_SETTINGS,
             gpus: Sequence[int] | None = None, progress: Callable[[str, int, int], None] | None = None,
-            max_seconds: float | None = None) -> MeasureSummary:
+            max_seconds: float | None = None, held_out_first: bool = False) -> MeasureSummary:
     """Evaluate ``candidates`` through the harness (compile pool, then one worker per GPU); results go to a
     resumable JSONL store and, as rows, into ``ds.measurements`` (the caller saves). ``max_seconds``: start no
     candidate after this long, so a run fits a machine's time limit and ends cleanly; rerun to go on."""
@@ -121,7 +130,7 @@ def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path |
     store = ResultStore(store_path or ds.root / "runs" / f"{run_id}.jsonl")
     tasks = dataset_tasks(ds)
     by_key = {(c["task_id"], c["name"]): c for c in candidates}
-    order = interleaved_task_order(ds, {c["task_id"] for c in candidates})
+    order = interleaved_task_order(ds, {c["task_id"] for c in candidates}, held_out_first=held_out_first)
     rank = {t: i for i, t in enumerate(order)}
     jobs = [Job(c["task_id"], c["name"], c["code"]) for c in sorted(candidates, key=lambda c: rank[c["task_id"]])]
     t0 = time.monotonic()
