@@ -20,6 +20,7 @@ from cudaperf.harness.torch_fast import (
     FastModule,
     TensorArg,
     build_fast_candidate,
+    check_fast_candidate,
     tensor_arg,
 )
 
@@ -84,3 +85,27 @@ def test_library_loads_and_a_failing_call_is_reported():
     if not torch.cuda.is_available():  # no GPU: the launch fails, and the status comes back
         with pytest.raises(FastCallError, match="returned 2"):
             mod([x, x], [torch.empty(8)])
+
+
+@pytest.mark.parametrize("edit,expect", [
+    (("add_kernel<<<", "if (0) add_kernel<<<"), None),  # still launched in the source: run-time evidence decides
+    (("    add_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>((const float*)in[0].data, "
+      "(const float*)in[1].data,\n                                                              "
+      "(float*)out[0].data, n);\n", ""), "no kernel is launched"),
+    (("long long n = in[0].numel;", "long long n = in[0].numel; std::thread t([]{}); t.detach();"),
+     "std::thread"),
+    (("long long n = in[0].numel;", "long long n = in[0].numel; cudaDeviceReset();"), "cudaDeviceReset"),
+    (("__global__", '#include "tensor_arg.h"\n__global__'), "only system headers"),
+    (("__global__", "#define cudaStreamSynchronize(s) 0\n__global__"), "redefining CUDA"),
+    (("__global__", "__attribute__((constructor)) static void early() {}\n__global__"), "constructor"),
+    (("long long n = in[0].numel;", "long long n = in[0].numel; void* h = dlopen(0, 0);"), "dlopen"),
+])
+def test_fast_candidates_get_the_static_checks(edit, expect):
+    assert check_fast_candidate(ADD).ok, check_fast_candidate(ADD).reasons
+    src = ADD.replace(*edit)
+    assert src != ADD
+    res = check_fast_candidate(src)
+    if expect is None:
+        assert res.ok
+    else:
+        assert not res.ok and any(expect in r for r in res.reasons), res.reasons

@@ -37,7 +37,7 @@ from cudaperf.harness.compile import (
     sha256,
 )
 from cudaperf.harness.sandbox import share_file
-from cudaperf.harness.static_checks import check_symbols
+from cudaperf.harness.static_checks import StaticCheckResult, check_source, check_symbols
 
 ENTRY = "kernel_forward"
 MAX_DIMS = 8
@@ -126,6 +126,13 @@ class FastModule:
         rc = self._fn(ins, len(inputs), outs, len(outputs), stream or None)
         if rc != 0:
             raise FastCallError(f"{ENTRY} returned {rc}")
+
+
+def check_fast_candidate(code: str) -> StaticCheckResult:
+    """The static checks every candidate gets, before nvcc: a kernel defined and launched, no host threads,
+    process creation, run-time loading, signal handlers or timers, no quoted includes (the harness forces
+    ``tensor_arg.h`` in), no redefined CUDA names, nothing naming the harness's probe."""
+    return check_source(code, kind="pytorch_fast")
 
 
 def build_fast_candidate(code: str, *, arch: str | None = None,
