@@ -1,0 +1,161 @@
+"""The trusted side of a PyTorch task's evaluation: hidden trials from the reference, and output comparison.
+
+:func:`prepare_pytorch` runs the problem's ``Model`` (trusted code) under the pinned precision policy (TF32 off
+for matmul and cuDNN) on several trials, each with inputs drawn from a fresh seed, and keeps the expected outputs
+in the harness. Where the problem sizes its inputs with a module-level integer ``batch_size`` (KernelBench's
+convention), every other trial uses a second size, ``batch_size // 2 + 1``, so that a candidate built for one
+shape fails. The model's parameters and buffers, in ``named_parameters()`` then ``named_buffers()`` order, are
+what the fast path passes after the forward inputs.
+
+:func:`compare_outputs` is the verdict on one trial: the same number of outputs, each with the reference's dtype
+and shape, and values within the task's per-dtype tolerance, ``|got - expected| <= atol + rtol * |expected|``
+(integers and booleans exactly). A NaN or infinity passes only where the reference has the same one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from cudaperf.tasks.pytorch import PRECISION_POLICY, PyTorchTask
+
+INIT_SEED = 1234
+"""The seed under which ``Model(*get_init_inputs())`` is built (the candidate's module is built under it too)."""
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class PyTorchTrial:
+    seed: int
+    config: dict[str, int]
+    """The sizes that differ between trials (``{"batch_size": n}``), empty when the problem fixes its shapes."""
+    inputs: tuple[Any, ...]
+    """Forward arguments, tensors on the CPU (the candidate gets copies)."""
+    expected: tuple[Any, ...]
+    """Reference outputs, on the CPU; they never leave the harness."""
+
+    @property
+    def specs(self) -> tuple[TensorSpec, ...]:
+        """Shapes and dtypes of the expected outputs: what the harness allocates for a fast-path candidate."""
+        return tuple(TensorSpec(tuple(t.shape), str(t.dtype).removeprefix("torch.")) for t in self.expected)
+
+
+@dataclass(frozen=True)
+class PreparedPyTorch:
+    task: PyTorchTask
+    init_inputs: tuple[Any, ...]
+    parameters: tuple[tuple[str, Any], ...]
+    trials: tuple[PyTorchTrial, ...]
+    precision: str
+    device: str
+    sizes_note: str
+
+
+def pin_precision() -> None:
+    """The precision policy, for reference and candidate alike: no TF32 in matmul or cuDNN."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
+def _namespace(task: PyTorchTask) -> dict[str, Any]:
+    ns: dict[str, Any] = {"__name__": f"cudaperf_problem_{task.id}"}
+    exec(compile(task.source, task.path or task.id, "exec"), ns)
+    return ns
+
+
+def _as_tuple(out: Any) -> tuple[Any, ...]:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def prepare_pytorch(task: PyTorchTask, seed: int, *, n_trials: int = 3, device: str = "cpu") -> PreparedPyTorch:
+    """Trials for ``task``: trial ``k`` draws its inputs with seed ``seed + k``, alternating two sizes where the
+    problem has a module-level ``batch_size``. The reference runs on ``device``; inputs and outputs are kept on
+    the CPU."""
+    import torch
+
+    if n_trials < 2:
+        raise ValueError("n_trials must be >= 2 (outputs of two different inputs are compared)")
+    ns = _namespace(task)
+    pin_precision()
+    torch.manual_seed(INIT_SEED)
+    init_inputs = tuple(ns["get_init_inputs"]())
+    model = ns["Model"](*init_inputs).to(device).eval()
+    params = tuple((n, p.detach().cpu().clone()) for n, p in model.named_parameters()) + tuple(
+        (n, b.detach().cpu().clone()) for n, b in model.named_buffers())
+    base = ns.get("batch_size")
+    sizes = [base, base // 2 + 1] if isinstance(base, int) and not isinstance(base, bool) and base > 1 else [None]
+    trials = []
+    for k in range(n_trials):
+        size = sizes[k % len(sizes)]
+        if size is not None:
+            ns["batch_size"] = size  # get_inputs reads the module global when it is called
+        torch.manual_seed(seed + k)
+        inputs = tuple(ns["get_inputs"]())
+        with torch.no_grad():
+            out = _as_tuple(model(*[x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]))
+        trials.append(PyTorchTrial(seed=seed + k, config={"batch_size": size} if size is not None else {},
+                                   inputs=tuple(x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs),
+                                   expected=tuple(o.detach().cpu() for o in out)))
+    if base is not None and len(sizes) == 2:
+        note = f"two sizes: batch_size {sizes[0]} and {sizes[1]}"
+    else:
+        note = "one size: the problem fixes its shapes (no module-level batch_size)"
+    return PreparedPyTorch(task=task, init_inputs=init_inputs, parameters=params, trials=tuple(trials),
+                           precision=PRECISION_POLICY, device=device, sizes_note=note)
+
+
+def _tolerance(task: PyTorchTask, dtype) -> tuple[float, float]:
+    import torch
+
+    tol = task.tolerance
+    if dtype == torch.float16:
+        return tol.fp16
+    if dtype == torch.bfloat16:
+        return tol.bf16
+    return tol.fp32
+
+
+def compare_outputs(task: PyTorchTask, expected: Sequence[Any], got: Sequence[Any]) -> str | None:
+    """None when ``got`` matches ``expected``; else what is wrong, for the candidate's feedback."""
+    import torch
+
+    if len(got) != len(expected):
+        return f"{len(got)} outputs, expected {len(expected)}"
+    for k, (e, g) in enumerate(zip(expected, got)):
+        if not isinstance(g, torch.Tensor):
+            return f"output {k}: a {type(g).__name__}, expected a tensor"
+        if g.dtype != e.dtype:
+            return f"output {k}: dtype {str(g.dtype).removeprefix('torch.')}, expected " \
+                   f"{str(e.dtype).removeprefix('torch.')}"
+        if tuple(g.shape) != tuple(e.shape):
+            return f"output {k}: shape {tuple(g.shape)}, expected {tuple(e.shape)}"
+        g = g.detach().cpu()
+        if not torch.is_floating_point(e):
+            bad = (g != e).flatten()
+            if bool(bad.any()):
+                i = int(bad.nonzero()[0])
+                return (f"output {k}[{i}]: {e.flatten()[i].item()!r} expected, got {g.flatten()[i].item()!r} "
+                        f"({int(bad.sum())} of {e.numel()} elements differ)")
+            continue
+        atol, rtol = _tolerance(task, e.dtype)
+        e64, g64 = e.double(), g.double()
+        diff = (g64 - e64).abs()
+        ok = (diff <= atol + rtol * e64.abs()) & torch.isfinite(g64)
+        ok |= ~torch.isfinite(e64) & ((torch.isnan(e64) & torch.isnan(g64)) | (e64 == g64))
+        if not bool(ok.all()):
+            flat = (~ok).flatten()
+            i = int(flat.nonzero()[0])
+            finite = torch.isfinite(diff)
+            max_abs = float(diff[finite].max()) if bool(finite.any()) else math.inf
+            return (f"output {k}[{i}]: {e.flatten()[i].item():.6g} expected, got {g.flatten()[i].item():.6g} "
+                    f"({int(flat.sum())} of {e.numel()} elements outside atol {atol:g} + rtol {rtol:g}; max abs "
+                    f"err {max_abs:.3g})")
+    return None
