@@ -39,6 +39,14 @@ def test_bundled_candidates_pass_the_checks():
         assert r.ok, (c.task_id, c.label, r.reasons)
 
 
+def test_every_dataset_variant_passes_the_checks():
+    from cudaperf.dataset.store import Dataset, default_dataset_dir
+
+    bad = [(c["candidate_id"], check_source(c["code"]).reasons) for c in Dataset.load(default_dataset_dir()).candidates
+           if not check_source(c["code"]).ok]
+    assert not bad, bad[:3]
+
+
 @pytest.mark.parametrize(
     "src, reason",
     [
@@ -55,6 +63,13 @@ def test_bundled_candidates_pass_the_checks():
         (KERNEL + "void g() { cudaDeviceReset(); }", "cudaDeviceReset"),
         (KERNEL + 'extern "C" int cuptiActivityEnable(int k) { return 0; }', "profiler and driver are off limits"),
         (KERNEL + "extern int cudaperf_probe_init(char*, int);", "profiler and driver are off limits"),
+        # the driver writes timings to a file in the candidate's directory: candidates may not touch files
+        (KERNEL + 'void g() { FILE* s = fopen("tstats.txt", "a"); }', "calls fopen()"),
+        (KERNEL + 'void g() { int fd = open("tstats.txt", 1); }', "calls open()"),
+        (KERNEL + 'void g() { rename("a", "tstats.txt"); }', "calls rename()"),
+        (KERNEL + "#include <fstream>\nvoid g() { std::ofstream o(\"tstats.txt\"); }", "file streams"),
+        (KERNEL + "static void h() {}\nvoid g() { atexit(h); }", "calls atexit()"),
+        (KERNEL + 'void g() { asm volatile("mov $1, %%rax; syscall" ::: "rax"); }', "system calls"),
     ],
 )
 def test_rejections_have_reasons(src, reason):

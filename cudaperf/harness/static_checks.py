@@ -28,6 +28,14 @@ FORBIDDEN_CALLS = {
     "sigaction": "installs signal handlers", "alarm": "installs timers", "setitimer": "installs timers",
     "cudaDeviceReset": "destroys the CUDA context the harness measures in",
     "cudaProfilerStop": "stops the profiler that gathers evidence",
+    # Files: the harness's driver writes timings and outputs to files in the candidate's directory; a candidate
+    # needs none (inputs come as arguments, results go to the output buffers).
+    "fopen": "opens files", "freopen": "opens files", "fdopen": "opens files", "open": "opens files",
+    "openat": "opens files", "creat": "creates files", "unlink": "deletes files", "remove": "deletes files",
+    "rename": "renames files", "truncate": "truncates files", "ftruncate": "truncates files",
+    "dup": "duplicates file descriptors", "dup2": "duplicates file descriptors", "chdir": "changes directory",
+    "atexit": "runs code after the call", "at_quick_exit": "runs code after the call",
+    "on_exit": "runs code after the call",
 }
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
@@ -109,6 +117,10 @@ def check_source(code: str, *, kind: str = "c_function", kernel_name: str | None
             reasons.append(f"calls {name}(): {why}, which candidates may not do")
     if re.search(r"\bstd::(thread|jthread|async)\b", text):
         reasons.append("uses std::thread/std::async: host threads are not allowed")
+    if re.search(r"\b(?:std::)?(?:[io]?fstream|filebuf|filesystem)\b", text):
+        reasons.append("uses C++ file streams or std::filesystem: candidates may not touch files")
+    if re.search(r"\b(?:asm|__asm__|__asm)\b[\s\S]{0,400}?(?:syscall|sysenter|int\s*\$?0x80)", code):
+        reasons.append("inline assembly that makes system calls is not allowed")
     probe = re.search(r"\b(cupti\w*|cudaperf_\w*|InitializeInjection|CUDA_INJECTION64_PATH)\b", text, re.I)
     if probe:
         reasons.append(f"names {probe.group(1)}: the harness's profiler and driver are off limits")
