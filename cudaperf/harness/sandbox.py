@@ -20,7 +20,11 @@ Covered
 
 Not covered
   * GPU memory and GPU time of other processes on the same GPU: the executor never runs two candidates on one
-    GPU at once; a GPU fault is sticky only for the faulting process, which is then gone;
+    GPU at once (except ``timing_rounds`` > 1, where a task's trusted variants wait side by side); a GPU fault is
+    sticky only for the faulting process, which is then gone;
+  * the trusted driver that times a ``c_function`` candidate shares its process: the static checks (no file
+    access, no raw system calls, no exit hooks) and the symbol check (no C-linkage function but the task's) stop
+    the direct ways to forge its records, but code that rewrites the driver's memory is not ruled out;
   * side channels, kernel exploits, and reading world-readable files on the host (the candidate can read what
     ``nobody`` can read);
   * if ``unshare`` is not permitted (an unprivileged container), runs fall back to a plain new session: processes
