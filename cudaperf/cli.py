@@ -479,7 +479,7 @@ def dataset_measure(
     ds = _open_dataset(dataset)
     fams = [f.strip() for f in families.split(",")] if families else None
     cands = select_candidates(ds, families=fams, remeasure=remeasure, sample_tasks=sample, seed=seed,
-                              limit_tasks=limit_tasks, tasks_per_family=per_family)
+                              limit_tasks=limit_tasks, tasks_per_family=per_family, held_out_first=held_out_first)
     if not cands:
         err.print("nothing to measure: every selected candidate has a scored measurement (use --remeasure)")
         return

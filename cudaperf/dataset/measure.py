@@ -75,7 +75,7 @@ class MeasureSummary:
 def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, remeasure: bool = False,
                       sample_tasks: float | None = None, seed: int = 0, limit_tasks: int | None = None,
                       candidate_ids: Sequence[str] | None = None,
-                      tasks_per_family: int | None = None) -> list[dict[str, Any]]:
+                      tasks_per_family: int | None = None, held_out_first: bool = False) -> list[dict[str, Any]]:
     """Candidates to measure: by default those with no scored measurement yet; ``sample_tasks`` draws that
     fraction of the tasks (all their candidates) with ``seed``, for re-measurement."""
     measured = {m["candidate_id"] for m in ds.measurements if m["status"] == "scored"}
@@ -95,6 +95,8 @@ def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, rem
             by_fam[fam_of[t]].append(t)
         task_ids = sorted(t for ts in by_fam.values() for t in rng.sample(ts, min(tasks_per_family, len(ts))))
     if limit_tasks is not None:
+        if held_out_first:
+            task_ids = interleaved_task_order(ds, set(task_ids), held_out_first=True)
         task_ids = task_ids[:limit_tasks]
     keep = set(task_ids)
     return [c for c in cands if c["task_id"] in keep]
