@@ -195,3 +195,20 @@ def test_timing_windows_share_the_budget():
     with pytest.raises(ValueError):
         HarnessSettings(timing_rounds=0)
 
+
+
+@pytest.mark.parametrize("mode", [{"pipeline_candidates": True}, {"timing_rounds": 3}])
+def test_grouped_task_paths_report_every_candidate_once(tmp_path, mode):
+    """The grouped paths of a batch (pipelined, interleaved) run here up to the candidate's process, which finds
+    no GPU: each candidate comes back once, unscored, with the baseline prepared and timed on the CPU."""
+    from cudaperf.harness.executor import Job, run_batch
+    from cudaperf.harness.settings import HarnessSettings
+    from cudaperf.tasks import builtin_candidates, find_task, load_builtin_tasks
+
+    task = find_task(load_builtin_tasks(), "saxpy")
+    jobs = [Job("saxpy", c.label, c.source) for c in builtin_candidates() if c.task_id == "saxpy"]
+    settings = HarnessSettings(budget_ms=30, max_reps=6, **mode)
+    s = run_batch([task], jobs, tmp_path / "r.jsonl", settings=settings, gpus=[0], compile_workers=2)
+    assert sorted(r.candidate_id for r in s.results) == sorted(j.candidate_id for j in jobs)
+    assert all(r.status == "unscored" and "no usable GPU" in r.failure.message for r in s.results)
+    assert all("tests_s" in r.durations_s for r in s.results)

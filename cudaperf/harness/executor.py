@@ -209,9 +209,9 @@ def run_batch(
                 prepared = finish_preparation(prepared, settings)  # the baseline, timed on a quiet host
             except (HarnessError, ToolchainError, OSError) as exc:
                 prep_error = f"{type(exc).__name__}: {exc}"
-        if (prep_error is None and isinstance(task, CFunctionTask) and settings.timing_rounds > 1
-                and isinstance(prepared, PreparedCFunction)):
-            # interleaved timing windows: the task's candidates are evaluated together (settings.timing_rounds)
+        if (prep_error is None and isinstance(task, CFunctionTask) and isinstance(prepared, PreparedCFunction)
+                and (settings.timing_rounds > 1 or settings.pipeline_candidates)):
+            # the task's candidates in one group: pipelined (one window each) or interleaved (timing_rounds > 1)
             items = [(j.candidate_id, *builds[(j.task_id, j.candidate_id)]) for j in task_jobs]
             try:
                 group = evaluate_c_function_group(task, items, prepared, settings, gpu, should_stop=out_of_time)

@@ -562,12 +562,42 @@ def baseline_window(prepared: PreparedCFunction, settings: HarnessSettings, wind
     return times
 
 
+def _run_pipelined(prepared: PreparedCFunction, builds: list[tuple[object, BuildOutcome]],
+                   settings: HarnessSettings, gpu_index: int | None, should_stop) -> list[tuple[object, CFunctionOutcome]]:
+    """One timing window per candidate, candidates in turn, with the end of each candidate's process (its timing
+    outputs, one traced call, context teardown, the harness's judging) overlapping the next one's hidden tests.
+    A candidate is timed only once the previous process is gone, so timing never shares the GPU."""
+    outcomes: list[tuple[object, CFunctionOutcome]] = []
+    prev: tuple[object, CandidateRun] | None = None
+    try:
+        for key, build in builds:
+            if should_stop():
+                break
+            r = CandidateRun(prepared, build, settings, gpu_index)
+            try:
+                r.start()
+            finally:
+                if prev is not None:
+                    outcomes.append((prev[0], prev[1].finish()))
+                    prev = None
+            if r.waiting:
+                r.time_window(TimingWindow.of(settings, 1, first=True))
+            r.stop()
+            prev = (key, r)
+    finally:
+        if prev is not None:
+            outcomes.append((prev[0], prev[1].finish()))
+    return outcomes
+
+
 def run_c_function_group(prepared: PreparedCFunction, builds: list[tuple[object, BuildOutcome]],
                          settings: HarnessSettings, gpu_index: int | None = None, *,
                          should_stop=lambda: False) -> tuple[list[tuple[object, CFunctionOutcome]], PreparedCFunction]:
-    """Evaluate a task's candidates together on one GPU with interleaved timing.
+    """Evaluate a task's candidates on one GPU.
 
-    Each candidate's tests run in turn (its process then waits); then ``settings.timing_rounds`` rounds each
+    With ``settings.timing_rounds`` == 1, candidates run in turn, one timing window each, the end of one process
+    overlapping the next one's tests (:func:`_run_pipelined`). Above 1, timing is interleaved: each candidate's
+    tests run in turn (its process then waits); then ``settings.timing_rounds`` rounds each
     time the sequential baseline for one window and every waiting candidate for one window, in alternating
     order. A candidate's speedup then rests on samples spread over the whole task rather than on one window of
     a fraction of a second, so fluctuations of the host (which dominate run-to-run differences on a shared
@@ -580,6 +610,8 @@ def run_c_function_group(prepared: PreparedCFunction, builds: list[tuple[object,
     Returns the outcomes, in order, and the preparation with the baseline timing of every window.
     """
     rounds = max(1, settings.timing_rounds)
+    if rounds == 1:
+        return _run_pipelined(prepared, builds, settings, gpu_index, should_stop), prepared
     runs: list[tuple[object, CandidateRun]] = []
     for key, build in builds:
         if should_stop():

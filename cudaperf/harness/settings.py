@@ -31,6 +31,10 @@ class HarnessSettings:
     the task's whole span (more reproducible on a host whose speed fluctuates). The repetitions and budget
     above are shared among the windows. Only for candidates that do not attack each other (the dataset's):
     waiting processes share the GPU."""
+    pipeline_candidates: bool = False
+    """In a batch, start a task's next candidate (its hidden tests) while the previous one's process ends and is
+    judged; timing still waits until the previous process is gone. Two sandboxed processes of the same user then
+    coexist briefly, so this too is only for candidates that do not attack each other (the dataset's)."""
     reference_warmup: int = 1
     test_timeout_s: float = 60.0
     """Wall-clock limit for the candidate's test run (all hidden tests)."""

@@ -140,14 +140,17 @@ def test_babeltower_reference_kernels_sample():
         assert r.status == "scored" and r.correct, (t.id, r.failure)
 
 
-def test_batch_with_interleaved_timing_windows(tmp_path, saxpy, fixtures_dir):
-    """A task's candidates evaluated together: wrong ones fail at their tests, a hang is cut at its tests' limit,
-    the correct ones are timed in every round, the baseline in every round too, and the fast one still wins."""
+@pytest.mark.parametrize("rounds,pipelined", [(3, False), (1, True)])
+def test_batch_with_grouped_candidates(tmp_path, saxpy, fixtures_dir, rounds, pipelined):
+    """A task's candidates evaluated as a group, interleaved (3 timing windows each) or pipelined (one window,
+    the next candidate's tests overlapping the previous one's end): wrong ones fail at their tests, a hang is cut
+    at its tests' limit, the correct ones are timed in every round with the baseline, and the fast one wins."""
     from dataclasses import replace
 
     from cudaperf.harness.executor import Job, run_batch
 
-    settings = replace(SETTINGS, timing_rounds=3, budget_ms=300, test_timeout_s=10)
+    settings = replace(SETTINGS, timing_rounds=rounds, pipeline_candidates=pipelined, budget_ms=300,
+                       test_timeout_s=10)
     jobs = [Job("saxpy", "fast", _bundled("saxpy", "fast")), Job("saxpy", "slow", _bundled("saxpy", "slow")),
             Job("saxpy", "wrong", _bundled("saxpy", "wrong")),
             Job("saxpy", "hang", (fixtures_dir / "saxpy" / "infinite.cu").read_text()),
@@ -161,7 +164,7 @@ def test_batch_with_interleaved_timing_windows(tmp_path, saxpy, fixtures_dir):
     for label in ("fast", "slow"):
         r = by[label]
         assert r.correct and r.stage == Stage.TIMED, r.failure
-        assert r.candidate_timing.n >= 3 * 3  # >= 3 calls (one per timing set) in each of 3 windows
-        assert r.baseline_timing.n >= 3 * 3 and r.baseline_timing == by["fast"].baseline_timing
-        assert "3 windows" in r.environment.timing_method
+        assert r.candidate_timing.n >= 3 * rounds and r.candidate_timing.n >= settings.min_reps
+        assert r.baseline_timing.n >= 3 * rounds and r.baseline_timing == by["fast"].baseline_timing
+        assert ("3 windows" in r.environment.timing_method) == (rounds == 3)
     assert by["fast"].speedup > by["slow"].speedup
