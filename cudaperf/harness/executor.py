@@ -152,9 +152,23 @@ def run_batch(
     for j in todo:
         per_task[j.task_id].append(j)
     pool = ThreadPoolExecutor(max_workers=workers)
+    compiled = [0, 0]  # candidates through nvcc, candidates through the compile step (both as collected)
+    compile_done = [t0, 0]  # when the last compile step finished, how many have finished
+
+    def compiled_one(fut) -> None:
+        if fut.cancelled():  # left for a rerun (time limit)
+            return
+        with lock:
+            compile_done[0] = time.monotonic()
+            compile_done[1] += 1
+            n = compile_done[1]
+        if progress:
+            progress("compile", n, len(todo))
+
     futures = {tid: [pool.submit(compile_one, j) for j in tjobs] for tid, tjobs in per_task.items()}
-    compiled = [0, 0]  # candidates through nvcc, candidates through the compile step
-    compile_done = [t0]
+    for fs in futures.values():
+        for f in fs:
+            f.add_done_callback(compiled_one)
 
     def collect(tid: str) -> list[Job]:
         """Wait for one task's builds; record the compile-stage results; the jobs left to run."""
@@ -163,8 +177,6 @@ def run_batch(
             job, final, built = fut.result()
             with lock:
                 compiled[1] += 1
-                i = compiled[1]
-                compile_done[0] = time.monotonic()
             if final is not None:
                 emit(final)
             else:
@@ -181,8 +193,6 @@ def run_batch(
                     with lock:
                         builds[(job.task_id, job.candidate_id)] = (code, build)
                     runnable.append(job)
-            if progress:
-                progress("compile", i, len(todo))
         return runnable
 
     ready_jobs: dict[str, list[Job]] = {}
