@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 from rich.table import Table
 
 from cudaperf.tasks.schema import Task, TaskError
@@ -700,17 +701,22 @@ def ranker_eval(
     for col in ("split", "model", "tasks", "pairwise acc.", "ordered acc.", "Kendall tau", "top-1 hit"):
         table.add_column(col)
     fmt = lambda v: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+    notes = []
     for s, r in res.items():
         if "models" not in r:
-            table.add_row(s, "-", "0", r.get("error", ""), "", "", "")
+            table.add_row(s, "-", "0", "-", "-", "-", "-")
+            notes.append(f"{s} split: {r.get('error', '')}")
             continue
         for m, v in r["models"].items():
             if "error" in v:
-                table.add_row(s, m, "0", v["error"], "", "", "")
+                table.add_row(s, m, "0", "-", "-", "-", "-")
+                notes.append(f"{s} split, {m}: {v['error']}")
                 continue
             table.add_row(s, m, str(v["n_tasks"]), fmt(v["pairwise_accuracy"]), fmt(v["ordered_accuracy"]),
                           fmt(v["kendall_tau"]), fmt(v["top1_hit_rate"]))
     console.print(table)
+    for n in notes:
+        err.print(f"[yellow]{escape(n)}[/]")
 
 
 @ranker_app.command("score")
