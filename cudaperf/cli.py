@@ -621,6 +621,11 @@ def dataset_stats(
     if rep.get("pairs"):
         console.print(f"re-measured {rep['pairs']} candidates: median |log speedup ratio| "
                       f"{rep['median_abs_log_ratio']:.3f}")
+    runs = s["runs"]
+    if runs:
+        span = sum(r["span_s"] or 0.0 for r in runs)
+        console.print(f"{len(runs)} measurement runs, {sum(r['n'] for r in runs)} rows, {span / 60:.1f} min from "
+                      f"first to last result in each, summed (GPUs: {', '.join(sorted({g for r in runs for g in r['gpus']})) or '-'})")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -207,3 +207,18 @@ def test_measurement_order_can_put_held_out_tasks_first(small):
     test_ids = [t["id"] for t in tasks if t["split_task"] == "test"]
     assert 0 < len(test_ids) < len(ids)
     assert set(first[: len(test_ids)]) == set(test_ids) and set(first) == ids
+
+
+def test_runs_are_summarised_with_their_span(small):
+    from cudaperf.dataset.measure import run_summaries
+
+    rows = []
+    for k, c in enumerate(small.candidates[:3]):
+        rows.append({"candidate_id": c["candidate_id"], "task_id": c["task_id"], "run_id": "r1", "status": "scored",
+                     "measured_at": f"2026-11-29T10:00:{10 * k:02d}+00:00", "gpu": "NVIDIA H200", "host": "h"})
+    rows.append({"candidate_id": "x", "task_id": "t", "run_id": "r2", "status": "unscored", "measured_at": "",
+                 "gpu": None, "host": None})
+    small.measurements = rows
+    r1, r2 = run_summaries(small)
+    assert (r1["run_id"], r1["n"], r1["n_scored"], r1["span_s"], r1["gpus"]) == ("r1", 3, 3, 20.0, ["NVIDIA H200"])
+    assert (r2["n"], r2["n_scored"], r2["span_s"], r2["first"]) == (1, 0, None, None)

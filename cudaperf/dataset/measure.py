@@ -278,8 +278,29 @@ def stats(ds: Dataset) -> dict[str, Any]:
                                 for k, v in sorted(by_tag.items())},
         "reproducibility": reproducibility(ds),
         "families": fam_rows,
-        "runs": sorted({m["run_id"] for m in ds.measurements}),
+        "runs": run_summaries(ds),
     }
+
+
+def run_summaries(ds: Dataset) -> list[dict[str, Any]]:
+    """Per measurement run: rows, GPUs and hosts seen, and the span from its first result to its last (the GPU
+    time the run took, less the machine's start and its first candidate)."""
+    import datetime as dt
+
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for m in ds.measurements:
+        by[m["run_id"]].append(m)
+    out = []
+    for rid in sorted(by):
+        rows = by[rid]
+        times = sorted(dt.datetime.fromisoformat(m["measured_at"]) for m in rows
+                       if m.get("measured_at") and m["measured_at"][:4].isdigit())
+        out.append({"run_id": rid, "n": len(rows), "n_scored": sum(m["status"] == "scored" for m in rows),
+                    "gpus": sorted({m["gpu"] for m in rows if m.get("gpu")}),
+                    "hosts": sorted({m["host"] for m in rows if m.get("host")}),
+                    "first": times[0].isoformat() if times else None, "last": times[-1].isoformat() if times else None,
+                    "span_s": (times[-1] - times[0]).total_seconds() if len(times) > 1 else None})
+    return out
 
 
 def plot_speedup_by_strategy(ds: Dataset, out: Path) -> Path:
