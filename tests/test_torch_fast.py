@@ -109,3 +109,41 @@ def test_fast_candidates_get_the_static_checks(edit, expect):
         assert res.ok
     else:
         assert not res.ok and any(expect in r for r in res.reasons), res.reasons
+
+
+def test_fast_candidate_run_without_a_usable_python_or_gpu_is_unscored():
+    """The runner is a Python process in the sandbox: where the sandbox user cannot run this Python (here it lives
+    under /root) or there is no GPU, the result is a harness fault, never a candidate's failure."""
+    from cudaperf.harness.pytorch_reference import prepare_pytorch
+    from cudaperf.harness.result import FailureKind
+    from cudaperf.harness.run_pytorch import run_pytorch_fast, sandbox_python
+    from cudaperf.harness.settings import HarnessSettings
+    from cudaperf.tasks.pytorch import PyTorchTask
+
+    task = PyTorchTask(id="relu_small", source="import torch\nfrom torch import nn\n\nclass Model(nn.Module):\n"
+                       "    def forward(self, x):\n        return torch.relu(x)\n\ndef get_inputs():\n"
+                       "    return [torch.randn(37, 41)]\n\ndef get_init_inputs():\n    return []\n")
+    prep = prepare_pytorch(task, seed=1, n_trials=2)
+    code = (Path(__file__).parent / "fixtures" / "torch_fast" / "relu.cu").read_text()
+    b = build_fast_candidate(code)
+    out = run_pytorch_fast(prep, code, b, HarnessSettings())
+    _, why = sandbox_python()
+    if why is not None:
+        assert out.failure.kind == FailureKind.HARNESS and out.failure.attributed_to == "harness"
+        assert "cannot run" in out.failure.message
+    elif not torch.cuda.is_available():
+        assert not out.correct and out.failure is not None
+    else:
+        pytest.skip("this machine runs the GPU test instead")
+
+
+def test_runner_script_reports_no_gpu_with_its_own_status(tmp_path):
+    import subprocess
+    import sys
+
+    from cudaperf.harness.run_pytorch import EXIT_NO_GPU, RUNNER
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    r = subprocess.run([sys.executable, str(RUNNER), "1"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == EXIT_NO_GPU and "no CUDA device" in r.stderr

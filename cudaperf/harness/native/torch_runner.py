@@ -1,0 +1,180 @@
+"""Run one fast-path PyTorch candidate in the sandbox: hidden trials, then timing on command.
+
+Copied into the candidate's private directory and run there by the harness's Python (it imports torch only, not
+cudaperf). Files in the directory:
+
+    job.json        {"n_trials", "param_count", "specs": [[{"shape", "dtype"}, ...] per trial], "l2_flush_bytes"}
+    inputs.pt       [[forward inputs of trial k] ..., [parameters and buffers]]   (CPU tensors)
+    candidate.so    the built fast-path library
+
+Protocol (as the C driver's): after the trials it writes ``outputs.pt`` (the outputs of each trial, on the CPU)
+and ``trials.json`` (per trial: an error, inputs it modified), reports ``tests_done`` on the descriptor given as
+``argv[1]``, and reads commands on stdin. ``time MIN MAX BUDGET_MS CV WARMUP`` times calls rotating over the
+trials' inputs with CUDA events: fresh copies of the inputs and an L2 flush (a memset of ``l2_flush_bytes``)
+before each call, outside the timed region; the end mark follows a device-wide synchronize, so work left on
+other streams counts. It writes ``timing.json`` and reports ``timing_done``. Anything else writes
+``timed_outputs.pt`` (the last timed outputs of each trial) and ``evidence.json`` (the GPU kernels that one
+profiled call ran), and ends.
+"""
+
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+
+EXIT_NO_GPU = 5
+MAX_DIMS = 8
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64", "bool", "int8", "uint8")
+
+
+class TensorArg(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("numel", ctypes.c_int64), ("shape", ctypes.c_int64 * MAX_DIMS),
+                ("strides", ctypes.c_int64 * MAX_DIMS)]
+
+
+def arg(t):
+    a = TensorArg()
+    a.data = t.data_ptr()
+    a.dtype = DTYPES.index(str(t.dtype).replace("torch.", ""))
+    a.ndim = t.dim()
+    a.numel = t.numel()
+    for i, (n, s) in enumerate(zip(t.shape, t.stride())):
+        a.shape[i] = n
+        a.strides[i] = s
+    return a
+
+
+def poisoned(spec, device):
+    dtype = getattr(torch, spec["dtype"])
+    if dtype.is_floating_point:
+        return torch.full(spec["shape"], float("nan"), dtype=dtype, device=device)
+    return torch.full(spec["shape"], 0x5A if dtype != torch.bool else 1, dtype=dtype, device=device)
+
+
+def poison_pool(nbytes, device):
+    """Fill and free a block, so that memory the caching allocator hands out next holds no stale results."""
+    if nbytes > 0:
+        block = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        block.fill_(0xFF)
+        del block
+
+
+def main():
+    ctl = int(sys.argv[1])
+    if not torch.cuda.is_available():
+        print("cudaperf torch runner: no CUDA device is usable here", file=sys.stderr)
+        sys.exit(EXIT_NO_GPU)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    job = json.load(open("job.json"))
+    data = torch.load("inputs.pt", weights_only=True)
+    trials_in, params = data[:-1], data[-1]
+    device = torch.device("cuda")
+    lib = ctypes.CDLL(os.path.abspath("candidate.so"), mode=ctypes.RTLD_LOCAL)
+    fn = lib.kernel_forward
+    fn.argtypes = [ctypes.POINTER(TensorArg), ctypes.c_int, ctypes.POINTER(TensorArg), ctypes.c_int,
+                   ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    dev_params = [p.to(device) for p in params]
+
+    def call(inputs, outputs):
+        ins = list(inputs) + dev_params
+        a = (TensorArg * max(1, len(ins)))(*[arg(t) for t in ins])
+        b = (TensorArg * max(1, len(outputs)))(*[arg(t) for t in outputs])
+        return fn(a, len(ins), b, len(outputs), torch.cuda.current_stream().cuda_stream)
+
+    outs_all, reports = [], []
+    for k, inputs in enumerate(trials_in):
+        dev_in = [x.to(device) for x in inputs]
+        outs = [poisoned(s, device) for s in job["specs"][k]]
+        poison_pool(2 * sum(x.numel() * x.element_size() for x in dev_in + outs) + (1 << 20), device)
+        rep = {"error": None, "mutated_inputs": []}
+        try:
+            rc = call(dev_in, outs)
+            torch.cuda.synchronize()
+            if rc != 0:
+                rep["error"] = f"kernel_forward returned {rc}"
+        except Exception as exc:  # a CUDA error raised by torch's synchronize
+            rep["error"] = f"{type(exc).__name__}: {exc}"[:500]
+        if rep["error"] is None:
+            rep["mutated_inputs"] = [i for i, (d, h) in enumerate(zip(dev_in, inputs))
+                                     if not torch.equal(d.cpu(), h)]
+        outs_all.append([o.cpu() for o in outs] if rep["error"] is None else [])
+        reports.append(rep)
+        if rep["error"] is not None:
+            break
+    torch.save(outs_all, "outputs.pt")
+    json.dump(reports, open("trials.json", "w"))
+    os.write(ctl, b"tests_done\n")
+
+    flush = torch.empty(int(job["l2_flush_bytes"]), dtype=torch.uint8, device=device)
+    last = {}
+    samples = []
+    for line in sys.stdin:
+        parts = line.split()
+        if not parts or parts[0] != "time":
+            break
+        min_reps, max_reps, budget_ms, cv_target, warmup = (int(parts[1]), int(parts[2]), float(parts[3]),
+                                                             float(parts[4]), int(parts[5]))
+        n = len(trials_in)
+        min_reps = max(min_reps, n)
+
+        def one(k):
+            dev_in = [x.to(device) for x in trials_in[k]]      # fresh copies, untimed
+            outs = [poisoned(s, device) for s in job["specs"][k]]
+            flush.zero_()                                        # L2 flush, untimed
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            rc = call(dev_in, outs)
+            torch.cuda.synchronize()                             # device-wide: every stream's work counts
+            end.record()
+            end.synchronize()
+            if rc != 0:
+                raise RuntimeError(f"kernel_forward returned {rc} during timing")
+            last[k] = outs
+            return start.elapsed_time(end)
+
+        for w in range(warmup):
+            one(w % n)
+        window = []
+        begin = time.monotonic()  # for the budget only: the samples come from CUDA events
+        while len(window) < max_reps:
+            window.append(one(len(window) % n))
+            if len(window) >= min_reps:
+                m = statistics.fmean(window)
+                cv = statistics.stdev(window) / m if len(window) > 1 and m > 0 else 1.0
+                if cv < cv_target or (time.monotonic() - begin) * 1000 > budget_ms:
+                    break
+        samples.extend(window)
+        json.dump({"samples_ms": samples}, open("timing.json", "w"))
+        os.write(ctl, b"timing_done\n")
+    if last:
+        torch.save([[o.cpu() for o in last[k]] for k in sorted(last)], "timed_outputs.pt")
+        kernels = []
+        try:
+            from torch.profiler import ProfilerActivity, profile
+
+            dev_in = [x.to(device) for x in trials_in[0]]
+            outs = [poisoned(s, device) for s in job["specs"][0]]
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                call(dev_in, outs)
+                torch.cuda.synchronize()
+            kernels = sorted({e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA})
+            json.dump({"kernels": kernels}, open("evidence.json", "w"))
+        except Exception as exc:
+            json.dump({"kernels": None, "error": f"{type(exc).__name__}: {exc}"[:500]}, open("evidence.json", "w"))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception:
+        traceback.print_exc()
+        sys.exit(3)

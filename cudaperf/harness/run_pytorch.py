@@ -1,0 +1,217 @@
+"""Evaluate a fast-path PyTorch candidate: hidden trials against the trusted reference, then CUDA-event timing.
+
+The candidate's library runs in a sandboxed Python process (``native/torch_runner.py``, which imports torch and
+nothing of cudaperf); the harness gives it inputs, parameters and output shapes, never expected outputs. The
+process stops after the trials for the harness's verdict (``tests_done``), times on command and ends on ``stop``,
+as the C driver does. Checks on the outputs: each trial's outputs (candidate run on fresh copies of the inputs,
+outputs poisoned, freed memory poisoned), no input modified in place, the outputs of timed calls re-checked, and
+one profiled call that must run one of the candidate's own kernels.
+
+The sandbox user (``nobody`` when the harness runs as root) must be able to run the harness's Python and import
+torch; :func:`sandbox_python` probes it once and says what is wrong when it cannot (then every result is
+unscored: a harness fault).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from cudaperf.harness.compile import BuildOutcome
+from cudaperf.harness.pytorch_reference import PreparedPyTorch, compare_outputs
+from cudaperf.harness.quiet import HOST
+from cudaperf.harness.result import Failure, FailureKind, Stage, TimingStats
+from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env,
+                                      share_file)
+from cudaperf.harness.settings import HarnessSettings
+from cudaperf.harness.static_checks import kernel_names
+
+RUNNER = Path(__file__).parent / "native" / "torch_runner.py"
+EXIT_NO_GPU = 5
+"""The runner's exit status when torch sees no usable CUDA device (a harness fault)."""
+H200_L2_BYTES = 60 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class PyTorchOutcome:
+    stage: Stage
+    correct: bool
+    failure: Failure | None
+    trials_passed: int
+    n_trials: int
+    timing: TimingStats | None
+    kernels: tuple[str, ...] | None
+    """GPU kernels of one profiled call (None: not profiled)."""
+    run_s: float
+
+
+@lru_cache(maxsize=1)
+def sandbox_python() -> tuple[str, str | None]:
+    """(the Python the sandbox runs, why it cannot run it, or None)."""
+    py = sys.executable
+    with Workdir(prefix="cudaperf-pyprobe-") as w:
+        r = run_sandboxed([py, "-c", "import torch, ctypes; print(torch.__version__)"], w,
+                          limits=SandboxLimits(wall_s=120), env=scrubbed_env(w))
+    if r.ok:
+        return py, None
+    return py, (f"the sandbox user cannot run {py} with torch ({r.describe()}: {(r.stderr or r.stdout)[-300:]}); "
+                "install Python and torch where that user can read them, or run the harness as that user")
+
+
+def _l2_flush_bytes() -> int:
+    import torch
+
+    if torch.cuda.is_available():
+        return 2 * int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", H200_L2_BYTES))
+    return 2 * H200_L2_BYTES
+
+
+def run_pytorch_fast(prepared: PreparedPyTorch, code: str, build: BuildOutcome, settings: HarnessSettings,
+                     gpu_index: int | None = None) -> PyTorchOutcome:
+    """Run a built fast-path candidate (``build.exe`` is its library) on ``prepared``'s trials, then time it."""
+    import torch
+
+    py, why = sandbox_python()
+    n = len(prepared.trials)
+    if why is None and not torch.cuda.is_available():
+        why = "no CUDA device is visible to PyTorch: the candidate compiled, but cannot be run here"
+    if why is not None:
+        return PyTorchOutcome(Stage.COMPILED, False, Failure(FailureKind.HARNESS, why, "harness"), 0, n, None, None,
+                              0.0)
+    assert build.exe is not None
+    extra = {"CUDA_VISIBLE_DEVICES": str(gpu_index)} if gpu_index is not None else {}
+    state: dict = {}
+    with Workdir(prefix="cudaperf-torch-") as w:
+        copy_in(build.exe, w, "candidate.so")
+        copy_in(RUNNER, w, "torch_runner.py")
+        torch.save([list(t.inputs) for t in prepared.trials] + [[p for _, p in prepared.parameters]], w / "inputs.pt")
+        (w / "job.json").write_text(json.dumps({
+            "n_trials": n, "param_count": len(prepared.parameters), "l2_flush_bytes": _l2_flush_bytes(),
+            "specs": [[{"shape": list(s.shape), "dtype": s.dtype} for s in t.specs] for t in prepared.trials]}))
+        for f in ("inputs.pt", "job.json"):
+            share_file(w / f)
+
+        def control(ctl: Control) -> None:
+            line = ctl.read_line(timeout_s=settings.test_timeout_s)
+            if line != "tests_done":
+                if line is None and not ctl.eof:
+                    ctl.kill()
+                return
+            state["verdict"] = _judge_trials(prepared, w)
+            if state["verdict"][1] is not None or not settings.time_candidates:
+                ctl.send("stop")
+                return
+            with HOST.timing():
+                ok = ctl.send(f"time {settings.min_reps} {settings.max_reps} {settings.budget_ms} "
+                              f"{settings.cv_target} {settings.warmup}")
+                done = ctl.read_line(timeout_s=settings.timing_timeout_s) if ok else None
+            state["timed"] = done == "timing_done"
+            if done is None and not ctl.eof:
+                ctl.kill()
+                state["timing_timeout"] = True
+                return
+            ctl.send("stop")
+
+        t0 = time.monotonic()
+        run = run_sandboxed([py, "torch_runner.py", CTL_FD], w, env=scrubbed_env(w, extra),
+                            limits=SandboxLimits(wall_s=settings.test_timeout_s + settings.timing_timeout_s + 60,
+                                                 max_processes=4096), control=control)
+        run_s = time.monotonic() - t0
+        tail = (run.stderr or run.stdout).strip()[-400:]
+        if "verdict" not in state:
+            if run.returncode == EXIT_NO_GPU:
+                return PyTorchOutcome(Stage.COMPILED, False, Failure(
+                    FailureKind.HARNESS, f"no usable GPU in the sandbox: {tail}", "harness"), 0, n, None, None, run_s)
+            if run.timed_out:
+                f = Failure(FailureKind.TIMEOUT, f"trials: {run.describe()}")
+            else:
+                f = Failure(FailureKind.CRASH, f"trials: the runner {run.describe()}" + (f": {tail}" if tail else ""))
+            return PyTorchOutcome(Stage.RAN, False, f, 0, n, None, None, run_s)
+        passed, failure = state["verdict"]
+        if failure is not None:
+            return PyTorchOutcome(Stage.RAN, False, failure, passed, n, None, None, run_s)
+        if not state.get("timed"):
+            if not settings.time_candidates:
+                return PyTorchOutcome(Stage.CORRECT, True, None, passed, n, None, None, run_s)
+            why = ("a timing run ran past its limit" if state.get("timing_timeout")
+                   else f"timing failed: {run.describe()}" + (f": {tail}" if tail else ""))
+            return PyTorchOutcome(Stage.CORRECT, False, Failure(FailureKind.TIMEOUT if state.get("timing_timeout")
+                                                                else FailureKind.CRASH, why), passed, n, None, None,
+                                  run_s)
+        samples = _read_json(w / "timing.json", {}).get("samples_ms") or []
+        recheck = _recheck_timed(prepared, w)
+        evidence = _read_json(w / "evidence.json", {})
+    kernels = tuple(evidence.get("kernels") or ()) if evidence.get("kernels") is not None else None
+    if recheck is not None:
+        return PyTorchOutcome(Stage.CORRECT, False, Failure(FailureKind.TIMING_RECHECK, recheck), passed, n, None,
+                              kernels, run_s)
+    own = set(kernel_names(code))
+    if kernels is None:
+        return PyTorchOutcome(Stage.CORRECT, False, Failure(
+            FailureKind.HARNESS, f"cannot verify GPU work: the profiled call failed ({evidence.get('error')})",
+            "harness"), passed, n, None, None, run_s)
+    if not any(re.match(rf"(?:void )?{re.escape(k)}\b", name) for k in own for name in kernels):
+        return PyTorchOutcome(Stage.CORRECT, False, Failure(
+            FailureKind.NO_GPU_WORK, f"none of the candidate's kernels ({', '.join(sorted(own))}) ran in a profiled "
+            f"call; the GPU ran: {', '.join(kernels[:5]) or 'nothing'}"), passed, n, None, kernels, run_s)
+    if not samples:
+        return PyTorchOutcome(Stage.CORRECT, False, Failure(FailureKind.CRASH, "timing produced no samples"), passed,
+                              n, None, kernels, run_s)
+    return PyTorchOutcome(Stage.TIMED, True, None, passed, n, TimingStats.from_samples_ms(samples), kernels, run_s)
+
+
+def _read_json(path: Path, default):
+    try:
+        return json.loads(path.read_text()[:10_000_000])
+    except (OSError, ValueError):
+        return default
+
+
+def _load_tensors(path: Path):
+    import torch
+
+    try:
+        return torch.load(path, weights_only=True)  # tensors only: the file comes from the candidate's process
+    except Exception:  # noqa: BLE001 - any unreadable file is the candidate's failure
+        return None
+
+
+def _judge_trials(prepared: PreparedPyTorch, w: Path) -> tuple[int, Failure | None]:
+    reports = _read_json(w / "trials.json", None)
+    outs = _load_tensors(w / "outputs.pt")
+    if not isinstance(reports, list) or not isinstance(outs, list):
+        return 0, Failure(FailureKind.CRASH, "the trials left no readable outputs")
+    passed = 0
+    for k, trial in enumerate(prepared.trials):
+        rep = reports[k] if k < len(reports) and isinstance(reports[k], dict) else {"error": "the trial did not run"}
+        where = f"trial {k} (seed {trial.seed}{', ' + str(trial.config) if trial.config else ''})"
+        if rep.get("error"):
+            kind = FailureKind.CUDA_ERROR if "CUDA" in str(rep["error"]) else FailureKind.CRASH
+            return passed, Failure(kind, f"{where}: {rep['error']}")
+        if rep.get("mutated_inputs"):
+            return passed, Failure(FailureKind.WRONG_OUTPUT, f"{where}: modified inputs {rep['mutated_inputs']} in "
+                                   "place (the reference must see them unchanged)")
+        got = outs[k] if k < len(outs) else None
+        if not isinstance(got, list):
+            return passed, Failure(FailureKind.CRASH, f"{where}: no outputs")
+        bad = compare_outputs(prepared.task, trial.expected, got)
+        if bad is not None:
+            return passed, Failure(FailureKind.WRONG_OUTPUT, f"{where}: {bad}")
+        passed += 1
+    return passed, None
+
+
+def _recheck_timed(prepared: PreparedPyTorch, w: Path) -> str | None:
+    outs = _load_tensors(w / "timed_outputs.pt")
+    if not isinstance(outs, list) or len(outs) != len(prepared.trials):
+        return "the timed calls left no readable outputs"
+    for k, (trial, got) in enumerate(zip(prepared.trials, outs)):
+        bad = compare_outputs(prepared.task, trial.expected, got if isinstance(got, list) else [])
+        if bad is not None:
+            return f"outputs of timed calls on trial {k}'s inputs are wrong: {bad}"
+    return None

@@ -1,0 +1,60 @@
+"""PyTorch fast-path candidates end to end on the GPU: trials against the reference, in-place mutation, a side
+stream, timing with CUDA events and an L2 flush, the re-check of timed outputs, and kernel evidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs PyTorch with a CUDA device")]
+
+FIX = Path(__file__).parent.parent / "fixtures" / "torch_fast"
+
+
+@pytest.fixture(scope="module")
+def relu_prepared():
+    from cudaperf.harness.pytorch_reference import prepare_pytorch
+    from cudaperf.tasks.pytorch import builtin_pytorch_dir, load_pytorch_tasks
+
+    task = next(t for t in load_pytorch_tasks(builtin_pytorch_dir()) if t.id == "relu")
+    return prepare_pytorch(task, seed=5, n_trials=3, device="cuda")
+
+
+def _run(prepared, name):
+    from cudaperf.harness.run_pytorch import run_pytorch_fast, sandbox_python
+    from cudaperf.harness.settings import HarnessSettings
+    from cudaperf.harness.torch_fast import build_fast_candidate
+
+    _, why = sandbox_python()
+    if why:
+        pytest.skip(why)
+    code = (FIX / name).read_text()
+    b = build_fast_candidate(code)
+    assert b.stage == "ok", b.info.log
+    return run_pytorch_fast(prepared, code, b, HarnessSettings(budget_ms=300, test_timeout_s=60))
+
+
+def test_correct_candidate_is_timed_with_its_kernel_seen(relu_prepared):
+    out = _run(relu_prepared, "relu.cu")
+    assert out.correct and out.failure is None, out.failure
+    assert out.trials_passed == 3 and out.timing.n >= 5 and out.timing.median_ms > 0
+    assert any(k.startswith("relu_kernel") for k in out.kernels)
+
+
+def test_wrong_and_in_place_candidates_fail(relu_prepared):
+    from cudaperf.harness.result import FailureKind
+
+    wrong = _run(relu_prepared, "relu_wrong.cu")
+    assert wrong.failure.kind == FailureKind.WRONG_OUTPUT and "outside" in wrong.failure.message
+    in_place = _run(relu_prepared, "relu_in_place.cu")
+    assert in_place.failure.kind == FailureKind.WRONG_OUTPUT and "in place" in in_place.failure.message
+
+
+def test_side_stream_work_is_waited_for_and_timed(relu_prepared):
+    out = _run(relu_prepared, "relu_side_stream.cu")
+    assert out.correct, out.failure
+    assert any(k.startswith("relu_kernel") for k in out.kernels)
