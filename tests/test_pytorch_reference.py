@@ -91,3 +91,12 @@ def test_verdicts(small):
     b16 = (torch.tensor([1.0, 2.0], dtype=torch.bfloat16),)
     assert compare_outputs(small, b16, (b16[0] * 1.01,)) is None  # bf16 tolerance 2e-2
     assert "outside" in compare_outputs(small, (b16[0].float(),), (b16[0].float() * 1.01,))  # fp32: 1e-4
+
+
+def test_baselines_need_a_cuda_device(small):
+    from cudaperf.harness.pytorch_reference import time_reference
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: the GPU test times the baselines")
+    with pytest.raises(RuntimeError, match="CUDA device"):
+        time_reference(prepare_pytorch(small, seed=0, n_trials=2))

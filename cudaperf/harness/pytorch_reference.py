@@ -159,3 +159,52 @@ def compare_outputs(task: PyTorchTask, expected: Sequence[Any], got: Sequence[An
                     f"({int(flat.sum())} of {e.numel()} elements outside atol {atol:g} + rtol {rtol:g}; max abs "
                     f"err {max_abs:.3g})")
     return None
+
+
+def time_reference(prepared: PreparedPyTorch, *, compiled: bool = False, min_reps: int = 5, max_reps: int = 100,
+                   budget_ms: float = 2000.0, cv_target: float = 0.02, warmup: int = 3,
+                   l2_flush_bytes: int | None = None):
+    """The eager (or ``torch.compile``) baseline on the GPU, timed as candidates are: calls rotating over the
+    trials' inputs, fresh copies and an L2 flush before each call (untimed), CUDA events with a device-wide
+    synchronize before the end mark. Returns :class:`~cudaperf.harness.result.TimingStats` in ms."""
+    import time
+
+    import torch
+
+    from cudaperf.harness.result import TimingStats
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("the PyTorch baselines are timed on a CUDA device; none is visible")
+    pin_precision()
+    ns = _namespace(prepared.task)
+    torch.manual_seed(INIT_SEED)
+    model = ns["Model"](*prepared.init_inputs).cuda().eval()
+    fn = torch.compile(model) if compiled else model
+    props = torch.cuda.get_device_properties(0)
+    flush = torch.empty(l2_flush_bytes or 2 * int(getattr(props, "L2_cache_size", 60 << 20)), dtype=torch.uint8,
+                        device="cuda")
+    n = len(prepared.trials)
+
+    def one(k: int) -> float:
+        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in prepared.trials[k].inputs]
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.no_grad():
+            start.record()
+            fn(*inputs)
+            torch.cuda.synchronize()
+            end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    for w in range(warmup):
+        one(w % n)
+    samples: list[float] = []
+    begin = time.monotonic()
+    while len(samples) < max_reps:
+        samples.append(one(len(samples) % n))
+        if len(samples) >= max(min_reps, n):
+            st = TimingStats.from_samples_ms(samples)
+            if st.cv < cv_target or (time.monotonic() - begin) * 1000 > budget_ms:
+                break
+    return TimingStats.from_samples_ms(samples)

@@ -58,3 +58,11 @@ def test_side_stream_work_is_waited_for_and_timed(relu_prepared):
     out = _run(relu_prepared, "relu_side_stream.cu")
     assert out.correct, out.failure
     assert any(k.startswith("relu_kernel") for k in out.kernels)
+
+
+def test_eager_and_compiled_baselines_are_timed(relu_prepared):
+    from cudaperf.harness.pytorch_reference import time_reference
+
+    eager = time_reference(relu_prepared, budget_ms=300)
+    compiled = time_reference(relu_prepared, compiled=True, budget_ms=300)
+    assert eager.n >= 5 and compiled.n >= 5 and eager.median_ms > 0 and compiled.median_ms > 0
