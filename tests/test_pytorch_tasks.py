@@ -3,6 +3,8 @@ CPU with torch), and the static checks that KernelBench-style hacks fail."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cudaperf.tasks.pytorch import (
@@ -70,34 +72,7 @@ def test_builtin_problems_are_not_degenerate():
         assert degenerate_reasons(t) == [], t.id
 
 
-GOOD = '''
-import torch
-from torch.utils.cpp_extension import load_inline
-
-cuda_src = """
-__global__ void relu_kernel(const float* x, float* y, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = x[i] > 0 ? x[i] : 0;
-}
-torch::Tensor relu_cuda(torch::Tensor x) {
-    auto y = torch::empty_like(x);
-    int n = x.numel();
-    relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
-    return y;
-}
-"""
-ext = load_inline(name="relu_ext", cpp_sources="torch::Tensor relu_cuda(torch::Tensor x);",
-                  cuda_sources=cuda_src, functions=["relu_cuda"])
-
-class ModelNew(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.ext = ext
-
-    def forward(self, x):
-        x = x.contiguous()
-        return self.ext.relu_cuda(x).view(x.size(0), -1)
-'''
+GOOD = (Path(__file__).parent / "fixtures" / "pytorch" / "relu_modelnew.py").read_text()
 
 
 @pytest.mark.parametrize("edit,expect", [

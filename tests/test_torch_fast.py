@@ -147,3 +147,20 @@ def test_runner_script_reports_no_gpu_with_its_own_status(tmp_path):
         pytest.skip("a GPU is visible")
     r = subprocess.run([sys.executable, str(RUNNER), "1"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == EXIT_NO_GPU and "no CUDA device" in r.stderr
+
+
+def test_modelnew_candidate_that_computes_with_torch_stops_at_the_static_checks():
+    from cudaperf.harness.pytorch_reference import prepare_pytorch
+    from cudaperf.harness.result import FailureKind, Stage
+    from cudaperf.harness.run_pytorch import run_pytorch_candidate
+    from cudaperf.harness.settings import HarnessSettings
+    from cudaperf.tasks.pytorch import PyTorchTask
+
+    task = PyTorchTask(id="relu_small", source="import torch\nfrom torch import nn\n\nclass Model(nn.Module):\n"
+                       "    def forward(self, x):\n        return torch.relu(x)\n\ndef get_inputs():\n"
+                       "    return [torch.randn(8, 8)]\n\ndef get_init_inputs():\n    return []\n")
+    good = (Path(__file__).parent / "fixtures" / "pytorch" / "relu_modelnew.py").read_text()
+    cheat = good.replace("return self.ext.relu_cuda(x)", "return torch.relu(x)")
+    out = run_pytorch_candidate(prepare_pytorch(task, seed=0, n_trials=2), cheat, HarnessSettings())
+    assert out.stage == Stage.EXTRACTED and out.failure.kind == FailureKind.STATIC_CHECK
+    assert "torch.relu" in out.failure.message

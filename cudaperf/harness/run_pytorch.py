@@ -1,6 +1,7 @@
-"""Evaluate a fast-path PyTorch candidate: hidden trials against the trusted reference, then CUDA-event timing.
+"""Evaluate a PyTorch candidate: hidden trials against the trusted reference, then CUDA-event timing.
 
-The candidate's library runs in a sandboxed Python process (``native/torch_runner.py``, which imports torch and
+A candidate is a fast-path library (``torch_fast``) or, for compatibility, KernelBench-style Python defining
+``ModelNew``. It runs in a sandboxed Python process (``native/torch_runner.py``, which imports torch and
 nothing of cudaperf); the harness gives it inputs, parameters and output shapes, never expected outputs. The
 process stops after the trials for the harness's verdict (``tests_done``), times on command and ends on ``stop``,
 as the C driver does. Checks on the outputs: each trial's outputs (candidate run on fresh copies of the inputs,
@@ -29,7 +30,6 @@ from cudaperf.harness.result import Failure, FailureKind, Stage, TimingStats
 from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env,
                                       share_file)
 from cudaperf.harness.settings import HarnessSettings
-from cudaperf.harness.static_checks import kernel_names
 
 RUNNER = Path(__file__).parent / "native" / "torch_runner.py"
 EXIT_NO_GPU = 5
@@ -74,7 +74,31 @@ def _l2_flush_bytes() -> int:
 def run_pytorch_fast(prepared: PreparedPyTorch, code: str, build: BuildOutcome, settings: HarnessSettings,
                      gpu_index: int | None = None) -> PyTorchOutcome:
     """Run a built fast-path candidate (``build.exe`` is its library) on ``prepared``'s trials, then time it."""
+    return run_pytorch_candidate(prepared, code, settings, gpu_index, build=build)
+
+
+MODELNEW_BUILD_S = 600.0
+"""Added to the trials' time limit for a KernelBench-style candidate, whose extension builds in the process."""
+
+_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(\w+)")
+
+
+def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: HarnessSettings,
+                          gpu_index: int | None = None, *, build: BuildOutcome | None = None) -> PyTorchOutcome:
+    """Run a candidate on ``prepared``'s trials, then time it: a built fast-path library (``build``), or, without
+    one, KernelBench-style Python source defining ``ModelNew`` (statically checked first; its ``load_inline``
+    extension builds inside the sandboxed process, with nvcc and ninja on its PATH)."""
     import torch
+
+    from cudaperf.harness.compile import cuda_home
+    from cudaperf.tasks.pytorch import check_pytorch_candidate
+
+    mode = "fast" if build is not None else "modelnew"
+    if mode == "modelnew":
+        chk = check_pytorch_candidate(code)
+        if not chk.ok:
+            return PyTorchOutcome(Stage.EXTRACTED, False, Failure(FailureKind.STATIC_CHECK, "; ".join(chk.reasons)),
+                                  0, len(prepared.trials), None, None, 0.0)
 
     py, why = sandbox_python()
     n = len(prepared.trials)
@@ -83,21 +107,31 @@ def run_pytorch_fast(prepared: PreparedPyTorch, code: str, build: BuildOutcome, 
     if why is not None:
         return PyTorchOutcome(Stage.COMPILED, False, Failure(FailureKind.HARNESS, why, "harness"), 0, n, None, None,
                               0.0)
-    assert build.exe is not None
     extra = {"CUDA_VISIBLE_DEVICES": str(gpu_index)} if gpu_index is not None else {}
+    if mode == "modelnew":  # load_inline needs nvcc and ninja
+        extra["PATH"] = f"{Path(py).parent}:{cuda_home() / 'bin'}:/usr/local/bin:/usr/bin:/bin"
+        extra["CUDA_HOME"] = str(cuda_home())
     state: dict = {}
     with Workdir(prefix="cudaperf-torch-") as w:
-        copy_in(build.exe, w, "candidate.so")
+        if build is not None:
+            assert build.exe is not None
+            copy_in(build.exe, w, "candidate.so")
+        else:
+            (w / "candidate.py").write_text(code)
+            share_file(w / "candidate.py")
         copy_in(RUNNER, w, "torch_runner.py")
-        torch.save([list(t.inputs) for t in prepared.trials] + [[p for _, p in prepared.parameters]], w / "inputs.pt")
+        torch.save({"trials": [list(t.inputs) for t in prepared.trials],
+                    "params": [p for _, p in prepared.parameters], "init": list(prepared.init_inputs)},
+                   w / "inputs.pt")
         (w / "job.json").write_text(json.dumps({
-            "n_trials": n, "param_count": len(prepared.parameters), "l2_flush_bytes": _l2_flush_bytes(),
+            "mode": mode, "n_trials": n, "l2_flush_bytes": _l2_flush_bytes(),
             "specs": [[{"shape": list(s.shape), "dtype": s.dtype} for s in t.specs] for t in prepared.trials]}))
         for f in ("inputs.pt", "job.json"):
             share_file(w / f)
+        tests_limit = settings.test_timeout_s + (MODELNEW_BUILD_S if mode == "modelnew" else 0.0)
 
         def control(ctl: Control) -> None:
-            line = ctl.read_line(timeout_s=settings.test_timeout_s)
+            line = ctl.read_line(timeout_s=tests_limit)
             if line != "tests_done":
                 if line is None and not ctl.eof:
                     ctl.kill()
@@ -119,7 +153,7 @@ def run_pytorch_fast(prepared: PreparedPyTorch, code: str, build: BuildOutcome, 
 
         t0 = time.monotonic()
         run = run_sandboxed([py, "torch_runner.py", CTL_FD], w, env=scrubbed_env(w, extra),
-                            limits=SandboxLimits(wall_s=settings.test_timeout_s + settings.timing_timeout_s + 60,
+                            limits=SandboxLimits(wall_s=tests_limit + settings.timing_timeout_s + 60,
                                                  max_processes=4096), control=control)
         run_s = time.monotonic() - t0
         tail = (run.stderr or run.stdout).strip()[-400:]
@@ -150,7 +184,7 @@ def run_pytorch_fast(prepared: PreparedPyTorch, code: str, build: BuildOutcome, 
     if recheck is not None:
         return PyTorchOutcome(Stage.CORRECT, False, Failure(FailureKind.TIMING_RECHECK, recheck), passed, n, None,
                               kernels, run_s)
-    own = set(kernel_names(code))
+    own = set(_KERNEL.findall(code))  # in a ModelNew module the CUDA source sits in Python strings
     if kernels is None:
         return PyTorchOutcome(Stage.CORRECT, False, Failure(
             FailureKind.HARNESS, f"cannot verify GPU work: the profiled call failed ({evidence.get('error')})",

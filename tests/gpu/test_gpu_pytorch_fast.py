@@ -66,3 +66,17 @@ def test_eager_and_compiled_baselines_are_timed(relu_prepared):
     eager = time_reference(relu_prepared, budget_ms=300)
     compiled = time_reference(relu_prepared, compiled=True, budget_ms=300)
     assert eager.n >= 5 and compiled.n >= 5 and eager.median_ms > 0 and compiled.median_ms > 0
+
+
+def test_kernelbench_style_modelnew_runs_in_the_sandbox(relu_prepared):
+    """A ModelNew with a load_inline extension (built inside the sandboxed process) is accepted and timed."""
+    from cudaperf.harness.run_pytorch import run_pytorch_candidate, sandbox_python
+    from cudaperf.harness.settings import HarnessSettings
+
+    _, why = sandbox_python()
+    if why:
+        pytest.skip(why)
+    code = (Path(__file__).parent.parent / "fixtures" / "pytorch" / "relu_modelnew.py").read_text()
+    out = run_pytorch_candidate(relu_prepared, code, HarnessSettings(budget_ms=300))
+    assert out.correct, out.failure
+    assert any(k.startswith("relu_kernel") for k in out.kernels)

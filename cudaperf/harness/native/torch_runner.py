@@ -3,9 +3,13 @@
 Copied into the candidate's private directory and run there by the harness's Python (it imports torch only, not
 cudaperf). Files in the directory:
 
-    job.json        {"n_trials", "param_count", "specs": [[{"shape", "dtype"}, ...] per trial], "l2_flush_bytes"}
-    inputs.pt       [[forward inputs of trial k] ..., [parameters and buffers]]   (CPU tensors)
-    candidate.so    the built fast-path library
+    job.json        {"mode": "fast" | "modelnew", "n_trials", "specs": [[{"shape", "dtype"}, ...] per trial],
+                     "l2_flush_bytes"}
+    inputs.pt       {"trials": [[forward inputs of trial k] ...], "params": [parameters and buffers],
+                     "init": get_init_inputs()}                                   (CPU tensors)
+    candidate.so    the built fast-path library (mode fast), or
+    candidate.py    a KernelBench-style module defining ModelNew (mode modelnew), built under the reference's
+                    init seed from the same init inputs
 
 Protocol (as the C driver's): after the trials it writes ``outputs.pt`` (the outputs of each trial, on the CPU)
 and ``trials.json`` (per trial: an error, inputs it modified), reports ``tests_done`` on the descriptor given as
@@ -28,6 +32,7 @@ import traceback
 import torch
 
 EXIT_NO_GPU = 5
+INIT_SEED = 1234  # as the reference's Model is built (cudaperf.harness.pytorch_reference.INIT_SEED)
 MAX_DIMS = 8
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64", "bool", "int8", "uint8")
 
@@ -74,29 +79,43 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     job = json.load(open("job.json"))
     data = torch.load("inputs.pt", weights_only=True)
-    trials_in, params = data[:-1], data[-1]
+    trials_in, params, init_inputs = data["trials"], data["params"], data["init"]
     device = torch.device("cuda")
-    lib = ctypes.CDLL(os.path.abspath("candidate.so"), mode=ctypes.RTLD_LOCAL)
-    fn = lib.kernel_forward
-    fn.argtypes = [ctypes.POINTER(TensorArg), ctypes.c_int, ctypes.POINTER(TensorArg), ctypes.c_int,
-                   ctypes.c_void_p]
-    fn.restype = ctypes.c_int
-    dev_params = [p.to(device) for p in params]
+    if job.get("mode", "fast") == "fast":
+        lib = ctypes.CDLL(os.path.abspath("candidate.so"), mode=ctypes.RTLD_LOCAL)
+        fn = lib.kernel_forward
+        fn.argtypes = [ctypes.POINTER(TensorArg), ctypes.c_int, ctypes.POINTER(TensorArg), ctypes.c_int,
+                       ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        dev_params = [p.to(device) for p in params]
 
-    def call(inputs, outputs):
-        ins = list(inputs) + dev_params
-        a = (TensorArg * max(1, len(ins)))(*[arg(t) for t in ins])
-        b = (TensorArg * max(1, len(outputs)))(*[arg(t) for t in outputs])
-        return fn(a, len(ins), b, len(outputs), torch.cuda.current_stream().cuda_stream)
+        def invoke(inputs, k):
+            outs = [poisoned(s, device) for s in job["specs"][k]]
+            ins = list(inputs) + dev_params
+            a = (TensorArg * max(1, len(ins)))(*[arg(t) for t in ins])
+            b = (TensorArg * max(1, len(outs)))(*[arg(t) for t in outs])
+            return fn(a, len(ins), b, len(outs), torch.cuda.current_stream().cuda_stream), outs
+    else:  # KernelBench style: candidate.py defines ModelNew (its extension builds when the module runs)
+        ns = {"__name__": "cudaperf_candidate"}
+        exec(compile(open("candidate.py").read(), "candidate.py", "exec"), ns)
+        torch.manual_seed(INIT_SEED)
+        model = ns["ModelNew"](*init_inputs).to(device).eval()
+
+        def invoke(inputs, k):
+            with torch.no_grad():
+                out = model(*inputs)
+            return 0, list(out) if isinstance(out, (tuple, list)) else [out]
 
     outs_all, reports = [], []
     for k, inputs in enumerate(trials_in):
-        dev_in = [x.to(device) for x in inputs]
-        outs = [poisoned(s, device) for s in job["specs"][k]]
-        poison_pool(2 * sum(x.numel() * x.element_size() for x in dev_in + outs) + (1 << 20), device)
+        dev_in = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+        out_bytes = sum(2 * torch.Size(s["shape"]).numel() * 8 for s in job["specs"][k])
+        poison_pool(2 * sum(x.numel() * x.element_size() for x in dev_in if isinstance(x, torch.Tensor))
+                    + out_bytes + (1 << 20), device)
         rep = {"error": None, "mutated_inputs": []}
+        outs = []
         try:
-            rc = call(dev_in, outs)
+            rc, outs = invoke(dev_in, k)
             torch.cuda.synchronize()
             if rc != 0:
                 rep["error"] = f"kernel_forward returned {rc}"
@@ -104,8 +123,9 @@ def main():
             rep["error"] = f"{type(exc).__name__}: {exc}"[:500]
         if rep["error"] is None:
             rep["mutated_inputs"] = [i for i, (d, h) in enumerate(zip(dev_in, inputs))
-                                     if not torch.equal(d.cpu(), h)]
-        outs_all.append([o.cpu() for o in outs] if rep["error"] is None else [])
+                                     if isinstance(h, torch.Tensor) and not torch.equal(d.cpu(), h)]
+        outs_all.append([o.detach().cpu() if isinstance(o, torch.Tensor) else o for o in outs]
+                        if rep["error"] is None else [])
         reports.append(rep)
         if rep["error"] is not None:
             break
@@ -126,17 +146,16 @@ def main():
         min_reps = max(min_reps, n)
 
         def one(k):
-            dev_in = [x.to(device) for x in trials_in[k]]      # fresh copies, untimed
-            outs = [poisoned(s, device) for s in job["specs"][k]]
+            dev_in = [x.to(device) if isinstance(x, torch.Tensor) else x for x in trials_in[k]]  # fresh, untimed
             flush.zero_()                                        # L2 flush, untimed
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            rc = call(dev_in, outs)
+            rc, outs = invoke(dev_in, k)
             torch.cuda.synchronize()                             # device-wide: every stream's work counts
             end.record()
             end.synchronize()
             if rc != 0:
-                raise RuntimeError(f"kernel_forward returned {rc} during timing")
+                raise RuntimeError(f"the candidate returned status {rc} during timing")
             last[k] = outs
             return start.elapsed_time(end)
 
@@ -155,16 +174,15 @@ def main():
         json.dump({"samples_ms": samples}, open("timing.json", "w"))
         os.write(ctl, b"timing_done\n")
     if last:
-        torch.save([[o.cpu() for o in last[k]] for k in sorted(last)], "timed_outputs.pt")
+        torch.save([[o.detach().cpu() for o in last[k]] for k in sorted(last)], "timed_outputs.pt")
         kernels = []
         try:
             from torch.profiler import ProfilerActivity, profile
 
-            dev_in = [x.to(device) for x in trials_in[0]]
-            outs = [poisoned(s, device) for s in job["specs"][0]]
+            dev_in = [x.to(device) if isinstance(x, torch.Tensor) else x for x in trials_in[0]]
             torch.cuda.synchronize()
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                call(dev_in, outs)
+                invoke(dev_in, 0)
                 torch.cuda.synchronize()
             kernels = sorted({e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA})
             json.dump({"kernels": kernels}, open("evidence.json", "w"))
