@@ -80,3 +80,16 @@ def test_kernelbench_style_modelnew_runs_in_the_sandbox(relu_prepared):
     out = run_pytorch_candidate(relu_prepared, code, HarnessSettings(budget_ms=300))
     assert out.correct, out.failure
     assert any(k.startswith("relu_kernel") for k in out.kernels)
+
+
+@pytest.mark.parametrize("name,stage,kind,words", [
+    ("hack_no_launch.cu", "ran", "wrong_output", "outside"),          # poisoned outputs come back NaN
+    ("hack_cache.cu", "ran", "wrong_output", "trial 1"),               # the second trial's inputs differ
+    ("hack_zeros.cu", "ran", "wrong_output", "outside"),
+    ("relu_in_place.cu", "ran", "wrong_output", "in place"),
+    ("relu_wrong.cu", "ran", "wrong_output", "outside"),
+])
+def test_adversarial_fast_candidates_are_rejected(relu_prepared, name, stage, kind, words):
+    out = _run(relu_prepared, name)
+    assert not out.correct and out.stage.value == stage and out.failure.kind.value == kind, out.failure
+    assert words in out.failure.message
