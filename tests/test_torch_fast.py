@@ -164,3 +164,26 @@ def test_modelnew_candidate_that_computes_with_torch_stops_at_the_static_checks(
     out = run_pytorch_candidate(prepare_pytorch(task, seed=0, n_trials=2), cheat, HarnessSettings())
     assert out.stage == Stage.EXTRACTED and out.failure.kind == FailureKind.STATIC_CHECK
     assert "torch.relu" in out.failure.message
+
+
+def test_evaluate_takes_pytorch_tasks_in_either_form():
+    """evaluate() on a PyTorch task: no code, a torch-computing ModelNew, a fast-path unit that does not compile
+    and one that does (then, with no GPU here, unscored, never zero)."""
+    from cudaperf.harness.evaluate import evaluate
+    from cudaperf.harness.result import FailureKind, Stage
+    from cudaperf.tasks.pytorch import builtin_pytorch_dir, load_pytorch_tasks
+
+    task = next(t for t in load_pytorch_tasks(builtin_pytorch_dir()) if t.id == "relu")
+    fix = Path(__file__).parent / "fixtures"
+    assert evaluate(task, "Use torch.relu.").failure.kind == FailureKind.NO_CODE
+    cheat = (fix / "pytorch" / "relu_modelnew.py").read_text().replace("return self.ext.relu_cuda(x)",
+                                                                       "return torch.relu(x)")
+    r = evaluate(task, f"```python\n{cheat}\n```")
+    assert r.failure.kind == FailureKind.STATIC_CHECK and r.stage == Stage.EXTRACTED and r.task_kind == "pytorch"
+    relu = (fix / "torch_fast" / "relu.cu").read_text()
+    broken = evaluate(task, f"```cuda\n{relu.replace('return 1;', 'return 1')}\n```")
+    assert broken.failure.kind == FailureKind.COMPILE_ERROR and broken.status == "scored"
+    if not torch.cuda.is_available():
+        r = evaluate(task, f"```cuda\n{relu}\n```")
+        assert r.stage == Stage.COMPILED and r.status == "unscored" and r.compile.ok
+        assert "CUDA events" in r.environment.timing_method

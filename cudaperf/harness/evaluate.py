@@ -174,6 +174,11 @@ def evaluate(
     one per task so the baseline is timed once per run. ``build`` lets a batch compile on a CPU pool first.
     """
     settings = settings or HarnessSettings()
+    if getattr(task, "kind", None) == "pytorch":
+        from cudaperf.harness.run_pytorch import evaluate_pytorch
+
+        return evaluate_pytorch(task, completion, settings, candidate_id=candidate_id, prepared=prepared,
+                                gpu_index=gpu_index)
     t_start = time.monotonic()
     checked = check_candidate(task, completion, candidate_id, settings, gpu_index)
     if checked.result is not None:

@@ -249,3 +249,78 @@ def _recheck_timed(prepared: PreparedPyTorch, w: Path) -> str | None:
         if bad is not None:
             return f"outputs of timed calls on trial {k}'s inputs are wrong: {bad}"
     return None
+
+
+def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candidate_id: str = "candidate",
+                     prepared: PreparedPyTorch | None = None, gpu_index: int | None = None):
+    """``evaluate`` for a PyTorch task: extraction, the static checks of the candidate's form (a fast-path unit
+    or a ``ModelNew`` module), the fast path's build, then the sandboxed trials and timing against the eager
+    baseline. Candidate failures are results; no GPU, no usable Python in the sandbox or a broken reference are
+    unscored."""
+    from dataclasses import replace
+
+    from cudaperf.harness.environment import gpu_count
+    from cudaperf.harness.evaluate import base_result, compile_failure, unscored
+    from cudaperf.harness.extract import extract_code
+    from cudaperf.harness.pytorch_reference import prepare_pytorch, time_reference
+    from cudaperf.harness.result import GpuEvidence, TestOutcome
+    from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate
+    from cudaperf.tasks.inputs import fresh_seed
+    from cudaperf.tasks.pytorch import check_pytorch_candidate
+
+    t0 = time.monotonic()
+    code = extract_code(completion).code
+    res = base_result(task, candidate_id, code, settings, gpu_index)
+    res = replace(res, environment=replace(res.environment, timing_method=PYTORCH_TIMING_METHOD,
+                                           seeds_policy="fresh seed per evaluation; one trial per seed, "
+                                                        "alternating two sizes where the problem allows"))
+    if code is None:
+        return replace(res, failure=Failure(FailureKind.NO_CODE, "no code found: expected a fast-path CUDA unit "
+                                            "(kernel_forward) or a module defining ModelNew"))
+    modelnew = re.search(r"\bclass\s+ModelNew\b", code) is not None
+    chk = check_pytorch_candidate(code) if modelnew else check_fast_candidate(code)
+    if not chk.ok:
+        return replace(res, stage=Stage.EXTRACTED, static_check_reasons=tuple(chk.reasons),
+                       failure=Failure(FailureKind.STATIC_CHECK, "; ".join(chk.reasons)))
+    res = replace(res, stage=Stage.CHECKED)
+    durations: dict[str, float] = {}
+    build = None
+    if not modelnew:
+        build = build_fast_candidate(code, arch=settings.arch, flags=settings.nvcc_flags)
+        durations["compile_s"] = build.info.seconds
+        res = replace(res, compile=build.info)
+        if build.stage != "ok":
+            return replace(res, failure=compile_failure(build, task), static_check_reasons=build.reasons,
+                           durations_s=durations)
+        res = replace(res, stage=Stage.COMPILED)
+    if gpu_count() == 0:
+        return replace(unscored(res, "no NVIDIA GPU is visible (nvidia-smi lists none): the candidate cannot be "
+                                     "run here"), durations_s=durations)
+    try:
+        if prepared is None:
+            prepared = prepare_pytorch(task, fresh_seed(), device="cuda")
+        out = run_pytorch_candidate(prepared, code, settings, gpu_index, build=build)
+        eager = time_reference(prepared, min_reps=settings.min_reps, max_reps=settings.max_reps,
+                               budget_ms=settings.budget_ms, cv_target=settings.cv_target) if out.correct else None
+    except Exception as exc:  # noqa: BLE001 - the trusted reference or torch failed: not the candidate's doing
+        return replace(unscored(res, f"{type(exc).__name__}: {exc}"), durations_s=durations)
+    tests = tuple(TestOutcome(k, dict(t.config), k < out.trials_passed,
+                              "" if k < out.trials_passed else (out.failure.message if out.failure else ""))
+                  for k, t in enumerate(prepared.trials) if k <= out.trials_passed)
+    res = replace(res, stage=out.stage, correct=out.correct, failure=out.failure, tests=tests,
+                  pass_fraction=out.trials_passed / max(1, out.n_trials), candidate_timing=out.timing,
+                  seeds=tuple(t.seed for t in prepared.trials),
+                  gpu_evidence=GpuEvidence(source="torch.profiler", kernels_in_tests=0,
+                                           kernels_in_timed_call=len(out.kernels) if out.kernels is not None
+                                           else None))
+    if out.failure is not None and out.failure.attributed_to == "harness":
+        res = replace(res, status="unscored")
+    if out.timing is not None and eager is not None:
+        res = replace(res, baseline_timing=eager, speedup=eager.median_ms / max(out.timing.median_ms, 1e-6))
+    durations.update(run_s=out.run_s, total_s=time.monotonic() - t0)
+    return replace(res, durations_s=durations)
+
+
+PYTORCH_TIMING_METHOD = ("CUDA events around the call with a device-wide synchronize before the end mark; an "
+                         "untimed L2 flush (2x L2) and fresh input copies before each call; warm-up; adaptive "
+                         "repetitions; speedup over the eager reference timed the same way; TF32 off")

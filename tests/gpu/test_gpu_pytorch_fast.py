@@ -93,3 +93,17 @@ def test_adversarial_fast_candidates_are_rejected(relu_prepared, name, stage, ki
     out = _run(relu_prepared, name)
     assert not out.correct and out.stage.value == stage and out.failure.kind.value == kind, out.failure
     assert words in out.failure.message
+
+
+def test_evaluate_gives_a_speedup_over_eager(relu_prepared):
+    from cudaperf.harness.evaluate import evaluate
+    from cudaperf.harness.run_pytorch import sandbox_python
+    from cudaperf.harness.settings import HarnessSettings
+
+    _, why = sandbox_python()
+    if why:
+        pytest.skip(why)
+    r = evaluate(relu_prepared.task, f"```cuda\n{(FIX / 'relu.cu').read_text()}\n```",
+                 settings=HarnessSettings(budget_ms=300), prepared=relu_prepared)
+    assert r.correct and r.status == "scored" and r.speedup > 0, r.failure
+    assert r.baseline_timing.n >= 5 and len(r.tests) == 3 and r.pass_fraction == 1.0
