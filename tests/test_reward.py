@@ -128,3 +128,27 @@ def test_verl_adapter():
     with pytest.raises(UnscoredError):
         cs("cudaperf", _good(), "saxpy")
     assert math.isnan(verl_compute_score(rw, on_unscored="nan")("cudaperf", _good(), "saxpy")["score"])
+
+
+def test_trl_reward_functions_take_pytorch_tasks():
+    """A PyTorch task in the reward's task set: real fast-path completions through evaluate(); a torch-computing
+    ModelNew is a static-check failure (-3), a unit that compiles is unscored here (no GPU: None, never 0)."""
+    from pathlib import Path
+
+    from cudaperf.harness.environment import gpu_count
+    from cudaperf.reward.adapters import HarnessRewards
+    from cudaperf.reward.composite import RewardSettings
+    from cudaperf.tasks.pytorch import builtin_pytorch_dir, load_pytorch_tasks
+
+    task = next(t for t in load_pytorch_tasks(builtin_pytorch_dir()) if t.id == "relu")
+    fix = Path(__file__).parent / "fixtures"
+    cheat = (fix / "pytorch" / "relu_modelnew.py").read_text().replace("return self.ext.relu_cuda(x)",
+                                                                       "return torch.relu(x)")
+    unit = (fix / "torch_fast" / "relu.cu").read_text()
+    rewards = HarnessRewards([task], settings=RewardSettings("verifiable"))
+    (fn,) = rewards.functions()
+    got = fn(prompts=["p", "p"], completions=[f"```python\n{cheat}\n```", f"```cuda\n{unit}\n```"],
+             completion_ids=None, task_id=["relu", "relu"])
+    assert got[0] == -3.0
+    if gpu_count() == 0:
+        assert got[1] is None

@@ -68,6 +68,8 @@ class HarnessRewards:
     def _evaluate(self, task: Task, completion: str) -> EvaluationResult:
         """Check and compile in parallel (the pool's threads); run one candidate at a time per GPU, GPUs taken
         round-robin, so timed runs never share a GPU."""
+        if task.kind == "pytorch":
+            return self._evaluate_pytorch(task, completion)
         with self._lock:
             prep = self._prepared.get(task.id)
         if prep is None and task.kind != "cuda_kernel":
@@ -85,6 +87,25 @@ class HarnessRewards:
             gpu = next(self._gpu_cycle)
         with self._gpu_locks[gpu]:
             return evaluate(task, completion, settings=self.harness, prepared=prep, build=build, gpu_index=gpu)
+
+    def _evaluate_pytorch(self, task, completion: str) -> EvaluationResult:
+        """A PyTorch task: the fast path's build happens inside evaluate(); the trials are drawn once per task
+        (on the GPU, when there is one) and reused."""
+        prep = None
+        if gpu_count() > 0:
+            from cudaperf.harness.pytorch_reference import prepare_pytorch
+            from cudaperf.tasks.inputs import fresh_seed
+
+            with self._lock:
+                prep = self._prepared.get(task.id)
+            if prep is None:
+                prep = prepare_pytorch(task, fresh_seed(), device="cuda")
+                with self._lock:
+                    prep = self._prepared.setdefault(task.id, prep)
+        with self._lock:
+            gpu = next(self._gpu_cycle)
+        with self._gpu_locks[gpu]:
+            return evaluate(task, completion, settings=self.harness, prepared=prep, gpu_index=gpu)
 
     @staticmethod
     def key(task_id: str, completion: str) -> tuple[str, str]:
