@@ -24,7 +24,9 @@ console = Console()
 err = Console(stderr=True)
 
 TASKS_HELP = ("Where tasks come from: a .jsonl/.parquet file or a task directory; 'builtin' (the bundled "
-              "c_function examples, default); 'babeltower' or a path to BabelTower's unit_total_eval_cases.jsonl.")
+              "c_function examples, default); 'babeltower' or a path to BabelTower's unit_total_eval_cases.jsonl; "
+              "'pytorch' (the project's PyTorch problems) or 'pytorch:PATH' (KernelBench-format .py files, e.g. "
+              "a KernelBench checkout's level1 directory).")
 
 
 def _load(tasks: str) -> list[Task]:
@@ -33,6 +35,10 @@ def _load(tasks: str) -> list[Task]:
 
     if tasks == "builtin":
         return load_builtin_tasks()
+    if tasks == "pytorch" or tasks.startswith("pytorch:"):
+        from cudaperf.tasks.pytorch import builtin_pytorch_dir, load_pytorch_tasks
+
+        return load_pytorch_tasks(builtin_pytorch_dir() if tasks == "pytorch" else tasks[len("pytorch:"):])
     if tasks == "babeltower" or tasks.endswith("unit_total_eval_cases.jsonl"):
         path = find_babeltower(None if tasks == "babeltower" else tasks)
         if path is None:

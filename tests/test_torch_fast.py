@@ -187,3 +187,23 @@ def test_evaluate_takes_pytorch_tasks_in_either_form():
         r = evaluate(task, f"```cuda\n{relu}\n```")
         assert r.stage == Stage.COMPILED and r.status == "unscored" and r.compile.ok
         assert "CUDA events" in r.environment.timing_method
+
+
+def test_cli_evaluates_a_pytorch_problem(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from cudaperf.cli import app
+
+    unit = tmp_path / "relu.cu"
+    unit.write_text((Path(__file__).parent / "fixtures" / "torch_fast" / "relu.cu").read_text())
+    r = CliRunner().invoke(app, ["evaluate", "--tasks", "pytorch", "--task", "relu", "--candidate", str(unit),
+                                 "--json"])
+    rec = json.loads(r.output.strip().splitlines()[-1])
+    assert rec["task_kind"] == "pytorch" and rec["compile"]["ok"]
+    if not torch.cuda.is_available():
+        assert r.exit_code == 3 and rec["status"] == "unscored"
+    r = CliRunner().invoke(app, ["evaluate", "--tasks", f"pytorch:{tmp_path / 'none'}", "--task", "relu",
+                                 "--candidate", str(unit)])
+    assert r.exit_code == 2 and "no such file" in " ".join(r.output.split())
