@@ -207,3 +207,12 @@ def test_cli_evaluates_a_pytorch_problem(tmp_path):
     r = CliRunner().invoke(app, ["evaluate", "--tasks", f"pytorch:{tmp_path / 'none'}", "--task", "relu",
                                  "--candidate", str(unit)])
     assert r.exit_code == 2 and "no such file" in " ".join(r.output.split())
+
+
+def test_batch_refuses_pytorch_tasks_with_a_clear_error(tmp_path):
+    from cudaperf.harness.executor import Job, run_batch
+    from cudaperf.tasks.pytorch import builtin_pytorch_dir, load_pytorch_tasks
+
+    tasks = load_pytorch_tasks(builtin_pytorch_dir())
+    with pytest.raises(ValueError, match="batch does not take PyTorch tasks yet"):
+        run_batch(tasks, [Job("relu", "a", "x")], tmp_path / "r.jsonl")

@@ -111,6 +111,10 @@ def run_batch(
     missing = sorted({j.task_id for j in jobs} - set(by_id))
     if missing:
         raise ValueError(f"jobs name unknown tasks: {missing[:5]}")
+    torch_tasks = sorted({j.task_id for j in jobs if getattr(by_id[j.task_id], "kind", None) == "pytorch"})
+    if torch_tasks:
+        raise ValueError(f"batch does not take PyTorch tasks yet ({torch_tasks[:3]}): evaluate them one at a time "
+                         "with `cudaperf evaluate --tasks pytorch ...` or cudaperf.harness.evaluate.evaluate")
     keys = [(j.task_id, j.candidate_id) for j in jobs]
     if len(set(keys)) != len(keys):
         raise ValueError("two jobs share a (task_id, candidate_id) key")
