@@ -107,3 +107,22 @@ def test_evaluate_gives_a_speedup_over_eager(relu_prepared):
                  settings=HarnessSettings(budget_ms=300), prepared=relu_prepared)
     assert r.correct and r.status == "scored" and r.speedup > 0, r.failure
     assert r.baseline_timing.n >= 5 and len(r.tests) == 3 and r.pass_fraction == 1.0
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_generated_family_variants_are_correct(index):
+    """Every fast-path variant of a generated elementwise problem matches the PyTorch reference on the GPU."""
+    from cudaperf.dataset.pytorch_families import elementwise_chain
+    from cudaperf.harness.pytorch_reference import prepare_pytorch
+    from cudaperf.harness.run_pytorch import run_pytorch_fast, sandbox_python
+    from cudaperf.harness.settings import HarnessSettings
+    from cudaperf.harness.torch_fast import build_fast_candidate
+
+    _, why = sandbox_python()
+    if why:
+        pytest.skip(why)
+    g = elementwise_chain(index)
+    prep = prepare_pytorch(g.task, seed=3, n_trials=2, device="cuda")
+    for v in g.variants:
+        out = run_pytorch_fast(prep, v.code, build_fast_candidate(v.code), HarnessSettings(budget_ms=100))
+        assert out.correct, (v.name, out.failure)

@@ -1,0 +1,33 @@
+"""Generated PyTorch problems and their fast-path variants: valid problems that are not degenerate, varied
+across indices, and variants that pass the static checks and build with nvcc (run on the GPU: tests/gpu)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from cudaperf.dataset.pytorch_families import TORCH_FAMILIES, elementwise_chain  # noqa: E402
+from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
+from cudaperf.tasks.pytorch import degenerate_reasons  # noqa: E402
+
+
+def test_problems_are_valid_varied_and_not_degenerate():
+    gens = [elementwise_chain(i) for i in range(6)]
+    assert len({g.task.source for g in gens}) == 6 and len({str(g.params) for g in gens}) == 6
+    for g in gens[:3]:
+        assert degenerate_reasons(g.task) == [], (g.task.id, g.params)
+        assert len(g.variants) >= 6 and len({v.code for v in g.variants}) == len(g.variants)
+    assert elementwise_chain(2).task.source == gens[2].task.source  # deterministic by index
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_every_variant_passes_the_checks_and_builds(index):
+    for v in elementwise_chain(index).variants:
+        assert check_fast_candidate(v.code).ok, (v.name, check_fast_candidate(v.code).reasons)
+        b = build_fast_candidate(v.code)
+        assert b.stage == "ok", (v.name, b.info.log[-2000:])
+
+
+def test_family_registry():
+    assert set(TORCH_FAMILIES) == {"elementwise_chain"}
