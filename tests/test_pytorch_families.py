@@ -7,27 +7,28 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cudaperf.dataset.pytorch_families import TORCH_FAMILIES, elementwise_chain  # noqa: E402
+from cudaperf.dataset.pytorch_families import TORCH_FAMILIES, elementwise_chain, row_reduce  # noqa: E402
 from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
 from cudaperf.tasks.pytorch import degenerate_reasons  # noqa: E402
 
 
-def test_problems_are_valid_varied_and_not_degenerate():
-    gens = [elementwise_chain(i) for i in range(6)]
+@pytest.mark.parametrize("family", [elementwise_chain, row_reduce])
+def test_problems_are_valid_varied_and_not_degenerate(family):
+    gens = [family(i) for i in range(6)]
     assert len({g.task.source for g in gens}) == 6 and len({str(g.params) for g in gens}) == 6
     for g in gens[:3]:
         assert degenerate_reasons(g.task) == [], (g.task.id, g.params)
         assert len(g.variants) >= 6 and len({v.code for v in g.variants}) == len(g.variants)
-    assert elementwise_chain(2).task.source == gens[2].task.source  # deterministic by index
+    assert family(2).task.source == gens[2].task.source  # deterministic by index
 
 
-@pytest.mark.parametrize("index", [0, 1])
-def test_every_variant_passes_the_checks_and_builds(index):
-    for v in elementwise_chain(index).variants:
+@pytest.mark.parametrize("family,index", [(elementwise_chain, 0), (elementwise_chain, 1), (row_reduce, 0)])
+def test_every_variant_passes_the_checks_and_builds(family, index):
+    for v in family(index).variants:
         assert check_fast_candidate(v.code).ok, (v.name, check_fast_candidate(v.code).reasons)
         b = build_fast_candidate(v.code)
         assert b.stage == "ok", (v.name, b.info.log[-2000:])
 
 
 def test_family_registry():
-    assert set(TORCH_FAMILIES) == {"elementwise_chain"}
+    assert set(TORCH_FAMILIES) == {"elementwise_chain", "row_reduce"}

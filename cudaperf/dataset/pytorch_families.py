@@ -9,6 +9,10 @@ problems of a family are not copies of each other.
 ``elementwise_chain``: ``y = act2(act1(a*x + b*z) * c + d)`` style chains over one to three same-shaped 2-D
 inputs; its variants cover block sizes, a grid-stride loop, vectorised loads, a 2-D grid, a column-major walk
 (uncoalesced) and a thread per row.
+
+``row_reduce``: a sum, mean or sum of squares per row of an activation of the input; its variants are a thread
+per row, a block per row with a shared-memory tree (256 and 1024 threads), a warp per row with shuffles, a block
+per row reduced in two levels of shuffles, and element-parallel atomics.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cudaperf.dataset.family import STRATEGY_TAGS
-from cudaperf.tasks.pytorch import PyTorchTask
+from cudaperf.tasks.pytorch import DtypeTolerance, PyTorchTask
 
 # name: (torch expression of v, CUDA expression of v)
 ACTIVATIONS = {
@@ -196,4 +200,162 @@ def get_init_inputs():
                               {**params, "rows": rows, "cols": cols, "n_inputs": n_inputs}, tuple(variants))
 
 
-TORCH_FAMILIES = {"elementwise_chain": elementwise_chain}
+# reducer: (torch expression over the row-wise mapped tensor m, CUDA element map of v, final scale of the sum)
+REDUCERS = {
+    "sum": ("torch.sum({m}, dim=1)", "{v}", "1.f"),
+    "mean": ("torch.mean({m}, dim=1)", "{v}", "(1.f / (float)cols)"),
+    "sumsq": ("torch.sum(({m}) ** 2, dim=1)", "({v}) * ({v})", "1.f"),
+}
+
+_ROW_HEAD = """__device__ __forceinline__ float elem(float v) {{
+    return {elem};
+}}
+"""
+_ROW_ENTRY = """
+extern "C" int kernel_forward(const TensorArg* in, int n_in, TensorArg* out, int n_out, cudaStream_t stream) {{
+    if (n_in != 1 || n_out != 1 || in[0].ndim != 2) return 1;
+    const long long rows = in[0].shape[0], cols = in[0].shape[1];
+    const float* x = (const float*)in[0].data;
+    float* y = (float*)out[0].data;
+    const float scale = {scale};
+{launch}
+    return cudaGetLastError() == cudaSuccess ? 0 : 2;
+}}
+"""
+
+_THREAD_PER_ROW = """
+__global__ void row_kernel(const float* __restrict__ x, float* __restrict__ y, long long rows, long long cols,
+                           float scale) {
+    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    float acc = 0.f;
+    for (long long c = 0; c < cols; ++c) acc += elem(x[r * cols + c]);
+    y[r] = acc * scale;
+}
+"""
+_TREE = """
+template <int B>
+__global__ void row_kernel(const float* __restrict__ x, float* __restrict__ y, long long rows, long long cols,
+                           float scale) {
+    __shared__ float part[B];
+    long long r = blockIdx.x;
+    float acc = 0.f;
+    for (long long c = threadIdx.x; c < cols; c += B) acc += elem(x[r * cols + c]);
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = B / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) y[r] = part[0] * scale;
+}
+"""
+_WARP_PER_ROW = """
+__global__ void row_kernel(const float* __restrict__ x, float* __restrict__ y, long long rows, long long cols,
+                           float scale) {
+    long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    float acc = 0.f;
+    for (long long c = lane; c < cols; c += 32) acc += elem(x[r * cols + c]);
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+    if (lane == 0) y[r] = acc * scale;
+}
+"""
+_TWO_LEVEL = """
+__global__ void row_kernel(const float* __restrict__ x, float* __restrict__ y, long long rows, long long cols,
+                           float scale) {
+    __shared__ float warps[8];
+    long long r = blockIdx.x;
+    float acc = 0.f;
+    for (long long c = threadIdx.x; c < cols; c += 256) acc += elem(x[r * cols + c]);
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+    if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = acc;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        acc = threadIdx.x < 8 ? warps[threadIdx.x] : 0.f;
+        for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+        if (threadIdx.x == 0) y[r] = acc * scale;
+    }
+}
+"""
+_ATOMICS = """
+__global__ void zero_kernel(float* y, long long rows) {
+    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < rows) y[r] = 0.f;
+}
+
+__global__ void row_kernel(const float* __restrict__ x, float* __restrict__ y, long long rows, long long cols,
+                           float scale) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows * cols) atomicAdd(&y[i / cols], elem(x[i]) * scale);
+}
+"""
+
+
+def _row_variants(elem: str, scale: str) -> list[TorchVariant]:
+    head = _ROW_HEAD.format(elem=elem)
+    specs = [
+        ("thread_per_row", ["thread_per_row", "block_128"], _THREAD_PER_ROW,
+         "    row_kernel<<<(unsigned)((rows + 127) / 128), 128, 0, stream>>>(x, y, rows, cols, scale);"),
+        ("block_per_row_b256", ["block_per_row", "tree_reduction", "shared_tiling", "block_256"], _TREE,
+         "    row_kernel<256><<<(unsigned)rows, 256, 0, stream>>>(x, y, rows, cols, scale);"),
+        ("block_per_row_b1024", ["block_per_row", "tree_reduction", "shared_tiling", "block_1024"], _TREE,
+         "    row_kernel<1024><<<(unsigned)rows, 1024, 0, stream>>>(x, y, rows, cols, scale);"),
+        ("warp_per_row", ["warp_shuffle", "coalesced", "block_256"], _WARP_PER_ROW,
+         "    row_kernel<<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(x, y, rows, cols, scale);"),
+        ("two_level", ["two_level", "warp_shuffle", "block_per_row", "block_256"], _TWO_LEVEL,
+         "    row_kernel<<<(unsigned)rows, 256, 0, stream>>>(x, y, rows, cols, scale);"),
+        ("atomics", ["atomics", "coalesced", "block_256", "multi_pass"], _ATOMICS,
+         "    zero_kernel<<<(unsigned)((rows + 255) / 256), 256, 0, stream>>>(y, rows);\n"
+         "    row_kernel<<<(unsigned)((rows * cols + 255) / 256), 256, 0, stream>>>(x, y, rows, cols, scale);"),
+    ]
+    return [TorchVariant(name, tuple(tags), head + kernel + _ROW_ENTRY.format(scale=scale, launch=launch))
+            for name, tags, kernel, launch in specs]
+
+
+_ROW_SOURCE = '''import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    """y = {doc} over a ({rows}, {cols}) input: one value per row."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return {expr}
+
+
+def get_inputs():
+    return [torch.randn({rows}, {cols})]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def row_reduce(index: int) -> GeneratedTorchTask:
+    rng = _rng("row_reduce", index)
+    rows = int(rng.choice([1000, 2048, 4096, 8191]))
+    cols = int(rng.choice([513, 1024, 2049, 4096]))
+    reducer = str(rng.choice(sorted(REDUCERS)))
+    act = str(rng.choice(sorted(ACTIVATIONS)))
+    scale_in = round(float(rng.uniform(0.5, 2.0)), 3)
+    m_t = ACTIVATIONS[act][0].format(v=f"x * {scale_in}")
+    m_c = ACTIVATIONS[act][1].format(v=f"v * {scale_in}f")
+    t_expr = REDUCERS[reducer][0].format(m=m_t)
+    source = _ROW_SOURCE.format(doc=t_expr.replace("torch.nn.functional.", "F."), rows=rows, cols=cols, expr=t_expr)
+    tid = f"row_reduce_{index:03d}"
+    # Sums of thousands of floats in another order (trees, shuffles, atomics) differ from the reference's in the
+    # last bits of every partial sum: an absolute term of 1e-2 and a relative one of 1e-3, as KernelBench allows.
+    task = PyTorchTask(id=tid, source=source, path=f"<generated {tid}>", description=f"row {reducer} of {act}",
+                       tolerance=DtypeTolerance(fp32=(1e-2, 1e-3)))
+    variants = _row_variants(REDUCERS[reducer][1].format(v=m_c), REDUCERS[reducer][2])
+    return GeneratedTorchTask(task, "row_reduce", index, {"rows": rows, "cols": cols, "reducer": reducer,
+                                                          "act": act, "scale": scale_in}, tuple(variants))
+
+
+TORCH_FAMILIES = {"elementwise_chain": elementwise_chain, "row_reduce": row_reduce}

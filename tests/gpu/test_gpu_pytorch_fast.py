@@ -109,10 +109,11 @@ def test_evaluate_gives_a_speedup_over_eager(relu_prepared):
     assert r.baseline_timing.n >= 5 and len(r.tests) == 3 and r.pass_fraction == 1.0
 
 
-@pytest.mark.parametrize("index", [0, 1])
-def test_generated_family_variants_are_correct(index):
-    """Every fast-path variant of a generated elementwise problem matches the PyTorch reference on the GPU."""
-    from cudaperf.dataset.pytorch_families import elementwise_chain
+@pytest.mark.parametrize("family,index", [("elementwise_chain", 0), ("elementwise_chain", 1), ("row_reduce", 0),
+                                          ("row_reduce", 1)])
+def test_generated_family_variants_are_correct(family, index):
+    """Every fast-path variant of a generated problem matches the PyTorch reference on the GPU."""
+    from cudaperf.dataset.pytorch_families import TORCH_FAMILIES
     from cudaperf.harness.pytorch_reference import prepare_pytorch
     from cudaperf.harness.run_pytorch import run_pytorch_fast, sandbox_python
     from cudaperf.harness.settings import HarnessSettings
@@ -121,7 +122,7 @@ def test_generated_family_variants_are_correct(index):
     _, why = sandbox_python()
     if why:
         pytest.skip(why)
-    g = elementwise_chain(index)
+    g = TORCH_FAMILIES[family](index)
     prep = prepare_pytorch(g.task, seed=3, n_trials=2, device="cuda")
     for v in g.variants:
         out = run_pytorch_fast(prep, v.code, build_fast_candidate(v.code), HarnessSettings(budget_ms=100))
