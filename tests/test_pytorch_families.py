@@ -7,12 +7,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cudaperf.dataset.pytorch_families import TORCH_FAMILIES, elementwise_chain, row_reduce  # noqa: E402
+from cudaperf.dataset.pytorch_families import TORCH_FAMILIES, elementwise_chain, row_reduce, row_softmax  # noqa: E402
 from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
 from cudaperf.tasks.pytorch import degenerate_reasons  # noqa: E402
 
 
-@pytest.mark.parametrize("family", [elementwise_chain, row_reduce])
+@pytest.mark.parametrize("family", [elementwise_chain, row_reduce, row_softmax])
 def test_problems_are_valid_varied_and_not_degenerate(family):
     gens = [family(i) for i in range(6)]
     assert len({g.task.source for g in gens}) == 6 and len({str(g.params) for g in gens}) == 6
@@ -22,7 +22,8 @@ def test_problems_are_valid_varied_and_not_degenerate(family):
     assert family(2).task.source == gens[2].task.source  # deterministic by index
 
 
-@pytest.mark.parametrize("family,index", [(elementwise_chain, 0), (elementwise_chain, 1), (row_reduce, 0)])
+@pytest.mark.parametrize("family,index", [(elementwise_chain, 0), (elementwise_chain, 1), (row_reduce, 0),
+                                          (row_softmax, 0)])
 def test_every_variant_passes_the_checks_and_builds(family, index):
     for v in family(index).variants:
         assert check_fast_candidate(v.code).ok, (v.name, check_fast_candidate(v.code).reasons)
@@ -31,4 +32,4 @@ def test_every_variant_passes_the_checks_and_builds(family, index):
 
 
 def test_family_registry():
-    assert set(TORCH_FAMILIES) == {"elementwise_chain", "row_reduce"}
+    assert set(TORCH_FAMILIES) == {"elementwise_chain", "row_reduce", "row_softmax"}

@@ -13,6 +13,10 @@ inputs; its variants cover block sizes, a grid-stride loop, vectorised loads, a 
 ``row_reduce``: a sum, mean or sum of squares per row of an activation of the input; its variants are a thread
 per row, a block per row with a shared-memory tree (256 and 1024 threads), a warp per row with shuffles, a block
 per row reduced in two levels of shuffles, and element-parallel atomics.
+
+``row_softmax``: a softmax per row with a temperature; its variants are a thread per row (three passes), a block
+per row with shared-memory trees (64, 256 and 1024 threads), a warp per row with an online (one-pass) max and sum, and
+four separate kernels with scratch buffers.
 """
 
 from __future__ import annotations
@@ -358,4 +362,179 @@ def row_reduce(index: int) -> GeneratedTorchTask:
                                                           "act": act, "scale": scale_in}, tuple(variants))
 
 
-TORCH_FAMILIES = {"elementwise_chain": elementwise_chain, "row_reduce": row_reduce}
+_SOFTMAX_ENTRY = """
+extern "C" int kernel_forward(const TensorArg* in, int n_in, TensorArg* out, int n_out, cudaStream_t stream) {{
+    if (n_in != 1 || n_out != 1 || in[0].ndim != 2) return 1;
+    const long long rows = in[0].shape[0], cols = in[0].shape[1];
+    const float* x = (const float*)in[0].data;
+    float* y = (float*)out[0].data;
+    const float t = {inv_temp}f;
+{launch}
+    return cudaGetLastError() == cudaSuccess ? 0 : 2;
+}}
+"""
+
+_SM_THREAD = """
+__global__ void softmax_kernel(const float* __restrict__ x, float* __restrict__ y, long long rows, long long cols,
+                               float t) {
+    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const float* xr = x + r * cols;
+    float m = -INFINITY, s = 0.f;
+    for (long long c = 0; c < cols; ++c) m = fmaxf(m, xr[c] * t);
+    for (long long c = 0; c < cols; ++c) s += expf(xr[c] * t - m);
+    for (long long c = 0; c < cols; ++c) y[r * cols + c] = expf(xr[c] * t - m) / s;
+}
+"""
+_SM_BLOCK = """
+template <int B>
+__global__ void softmax_kernel(const float* __restrict__ x, float* __restrict__ y, long long rows, long long cols,
+                               float t) {
+    __shared__ float red[B];
+    const float* xr = x + (long long)blockIdx.x * cols;
+    float* yr = y + (long long)blockIdx.x * cols;
+    float m = -INFINITY;
+    for (long long c = threadIdx.x; c < cols; c += B) m = fmaxf(m, xr[c] * t);
+    red[threadIdx.x] = m;
+    __syncthreads();
+    for (int s = B / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
+        __syncthreads();
+    }
+    m = red[0];
+    __syncthreads();
+    float sum = 0.f;
+    for (long long c = threadIdx.x; c < cols; c += B) sum += expf(xr[c] * t - m);
+    red[threadIdx.x] = sum;
+    __syncthreads();
+    for (int s = B / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+        __syncthreads();
+    }
+    sum = red[0];
+    for (long long c = threadIdx.x; c < cols; c += B) yr[c] = expf(xr[c] * t - m) / sum;
+}
+"""
+_SM_WARP = """
+__global__ void softmax_kernel(const float* __restrict__ x, float* __restrict__ y, long long rows, long long cols,
+                               float t) {
+    long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    const float* xr = x + r * cols;
+    float m = -INFINITY, s = 0.f;  /* online softmax: running max and rescaled sum in one pass */
+    for (long long c = lane; c < cols; c += 32) {
+        float v = xr[c] * t;
+        float nm = fmaxf(m, v);
+        s = s * expf(m - nm) + expf(v - nm);
+        m = nm;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float om = __shfl_down_sync(0xffffffffu, m, o), os = __shfl_down_sync(0xffffffffu, s, o);
+        float nm = fmaxf(m, om);
+        s = s * expf(m - nm) + os * expf(om - nm);
+        m = nm;
+    }
+    m = __shfl_sync(0xffffffffu, m, 0);
+    s = __shfl_sync(0xffffffffu, s, 0);
+    for (long long c = lane; c < cols; c += 32) y[r * cols + c] = expf(xr[c] * t - m) / s;
+}
+"""
+_SM_MULTI = """
+__global__ void row_max(const float* __restrict__ x, float* __restrict__ mx, long long rows, long long cols, float t) {
+    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    float m = -INFINITY;
+    for (long long c = 0; c < cols; ++c) m = fmaxf(m, x[r * cols + c] * t);
+    mx[r] = m;
+}
+
+__global__ void exp_kernel(const float* __restrict__ x, const float* __restrict__ mx, float* __restrict__ y,
+                           long long rows, long long cols, float t) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows * cols) y[i] = expf(x[i] * t - mx[i / cols]);
+}
+
+__global__ void row_sum(const float* __restrict__ y, float* __restrict__ sm, long long rows, long long cols) {
+    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    float s = 0.f;
+    for (long long c = 0; c < cols; ++c) s += y[r * cols + c];
+    sm[r] = s;
+}
+
+__global__ void divide_kernel(float* __restrict__ y, const float* __restrict__ sm, long long rows, long long cols) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows * cols) y[i] /= sm[i / cols];
+}
+"""
+_SM_MULTI_LAUNCH = """    float *mx = 0, *sm = 0;
+    if (cudaMalloc(&mx, rows * sizeof(float)) != cudaSuccess || cudaMalloc(&sm, rows * sizeof(float)) != cudaSuccess)
+        return 3;
+    long long n = rows * cols;
+    row_max<<<(unsigned)((rows + 127) / 128), 128, 0, stream>>>(x, mx, rows, cols, t);
+    exp_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(x, mx, y, rows, cols, t);
+    row_sum<<<(unsigned)((rows + 127) / 128), 128, 0, stream>>>(y, sm, rows, cols);
+    divide_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(y, sm, rows, cols);
+    cudaStreamSynchronize(stream);
+    cudaFree(mx);
+    cudaFree(sm);"""
+
+
+def _softmax_variants(inv_temp: float) -> list[TorchVariant]:
+    specs = [
+        ("thread_per_row", ["thread_per_row", "multi_pass", "block_128"], _SM_THREAD,
+         "    softmax_kernel<<<(unsigned)((rows + 127) / 128), 128, 0, stream>>>(x, y, rows, cols, t);"),
+        ("block_per_row_b256", ["block_per_row", "tree_reduction", "shared_tiling", "block_256"], _SM_BLOCK,
+         "    softmax_kernel<256><<<(unsigned)rows, 256, 0, stream>>>(x, y, rows, cols, t);"),
+        ("block_per_row_b1024", ["block_per_row", "tree_reduction", "shared_tiling", "block_1024"], _SM_BLOCK,
+         "    softmax_kernel<1024><<<(unsigned)rows, 1024, 0, stream>>>(x, y, rows, cols, t);"),
+        ("block_per_row_b64", ["block_per_row", "tree_reduction", "shared_tiling", "block_64"], _SM_BLOCK,
+         "    softmax_kernel<64><<<(unsigned)rows, 64, 0, stream>>>(x, y, rows, cols, t);"),
+        ("warp_online", ["warp_shuffle", "fused", "coalesced", "block_256"], _SM_WARP,
+         "    softmax_kernel<<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(x, y, rows, cols, t);"),
+        ("separate_kernels", ["many_launches", "multi_pass", "block_256"], _SM_MULTI, _SM_MULTI_LAUNCH),
+    ]
+    return [TorchVariant(name, tuple(tags), kernel + _SOFTMAX_ENTRY.format(inv_temp=inv_temp, launch=launch))
+            for name, tags, kernel, launch in specs]
+
+
+_SOFTMAX_SOURCE = '''import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    """y = softmax(x * {inv_temp}, dim=1) over a ({rows}, {cols}) input."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.softmax(x * {inv_temp}, dim=1)
+
+
+def get_inputs():
+    return [torch.randn({rows}, {cols}) * {spread}]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def row_softmax(index: int) -> GeneratedTorchTask:
+    rng = _rng("row_softmax", index)
+    rows = int(rng.choice([1024, 2048, 4096, 8191]))
+    cols = int(rng.choice([97, 512, 1000, 2049, 4096]))
+    inv_temp = round(float(rng.uniform(0.5, 3.0)), 3)
+    spread = round(float(rng.uniform(0.5, 4.0)), 3)
+    source = _SOFTMAX_SOURCE.format(inv_temp=inv_temp, rows=rows, cols=cols, spread=spread)
+    tid = f"row_softmax_{index:03d}"
+    # probabilities are at most 1: an absolute term of 1e-6 with the usual relative one
+    task = PyTorchTask(id=tid, source=source, path=f"<generated {tid}>", description="row softmax",
+                       tolerance=DtypeTolerance(fp32=(1e-6, 1e-4)))
+    return GeneratedTorchTask(task, "row_softmax", index, {"rows": rows, "cols": cols, "inv_temp": inv_temp,
+                                                           "spread": spread}, tuple(_softmax_variants(inv_temp)))
+
+
+TORCH_FAMILIES = {"elementwise_chain": elementwise_chain, "row_reduce": row_reduce, "row_softmax": row_softmax}

@@ -110,7 +110,7 @@ def test_evaluate_gives_a_speedup_over_eager(relu_prepared):
 
 
 @pytest.mark.parametrize("family,index", [("elementwise_chain", 0), ("elementwise_chain", 1), ("row_reduce", 0),
-                                          ("row_reduce", 1)])
+                                          ("row_reduce", 1), ("row_softmax", 0), ("row_softmax", 1)])
 def test_generated_family_variants_are_correct(family, index):
     """Every fast-path variant of a generated problem matches the PyTorch reference on the GPU."""
     from cudaperf.dataset.pytorch_families import TORCH_FAMILIES
