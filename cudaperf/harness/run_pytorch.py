@@ -310,7 +310,8 @@ def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candid
     res = replace(res, stage=out.stage, correct=out.correct, failure=out.failure, tests=tests,
                   pass_fraction=out.trials_passed / max(1, out.n_trials), candidate_timing=out.timing,
                   seeds=tuple(t.seed for t in prepared.trials),
-                  gpu_evidence=GpuEvidence(source="torch.profiler: one call after timing (trials not traced)", kernels_in_tests=0,
+                  gpu_evidence=GpuEvidence(source="torch.profiler: one call after timing (trials not traced)",
+                                           kernels_in_tests=0,
                                            kernels_in_timed_call=len(out.kernels) if out.kernels is not None
                                            else None))
     if out.failure is not None and out.failure.attributed_to == "harness":
