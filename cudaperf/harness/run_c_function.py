@@ -353,11 +353,10 @@ class CandidateRun:
     :func:`run_c_function_group`)."""
 
     def __init__(self, prepared: PreparedCFunction, build: BuildOutcome, settings: HarnessSettings,
-                 gpu_index: int | None = None, *, want_timing: bool | None = None) -> None:
+                 gpu_index: int | None = None) -> None:
         assert build.exe is not None
         self.prepared, self.build, self.settings, self.gpu_index = prepared, build, settings, gpu_index
-        self.want_timing = (settings.time_candidates and prepared.baseline_timing is not None
-                            if want_timing is None else want_timing)
+        self.want_timing = settings.time_candidates and prepared.baseline_timing is not None
         self.verdict: _TestVerdict | None = None
         self.waiting = False
         """Tests passed and the process waits for timing windows."""
