@@ -1,0 +1,59 @@
+"""What the PyTorch families share: the variant and problem records, the seeded generator, activations, and
+the check that every variant's strategy tags are in the dataset's vocabulary."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from cudaperf.dataset.family import STRATEGY_TAGS
+from cudaperf.tasks.pytorch import PyTorchTask
+
+# name: (torch expression of v, CUDA expression of v)
+ACTIVATIONS = {
+    "relu": ("torch.relu({v})", "fmaxf({v}, 0.f)"),
+    "sigmoid": ("torch.sigmoid({v})", "(1.f / (1.f + expf(-({v}))))"),
+    "tanh": ("torch.tanh({v})", "tanhf({v})"),
+    "silu": ("torch.nn.functional.silu({v})", "(({v}) / (1.f + expf(-({v}))))"),
+    "gelu": ("torch.nn.functional.gelu({v})", "(0.5f * ({v}) * (1.f + erff(({v}) * 0.70710678f)))"),
+    "softplus": ("torch.nn.functional.softplus({v})", "(({v}) > 20.f ? ({v}) : log1pf(expf({v})))"),
+    "abs": ("torch.abs({v})", "fabsf({v})"),
+}
+
+
+@dataclass(frozen=True)
+class TorchVariant:
+    name: str
+    tags: tuple[str, ...]
+    code: str
+
+
+@dataclass(frozen=True)
+class GeneratedTorchTask:
+    task: PyTorchTask
+    family: str
+    index: int
+    params: dict
+    variants: tuple[TorchVariant, ...]
+
+
+def rng_for(family: str, index: int) -> np.random.Generator:
+    seed = int.from_bytes(hashlib.sha256(f"torch-family:{family}:{index}".encode()).digest()[:8], "big")
+    return np.random.default_rng(seed)
+
+
+def check_tags(task_id: str, variants) -> None:
+    for v in variants:
+        unknown = set(v.tags) - set(STRATEGY_TAGS)
+        if unknown:
+            raise ValueError(f"{task_id}/{v.name}: unknown strategy tags {sorted(unknown)}")
+
+
+TASK_PREFIX = "pt_"
+"""PyTorch problems' ids and dataset family names start with this (the C families use plain names)."""
+
+
+def task_id(family: str, index: int) -> str:
+    return f"{TASK_PREFIX}{family}_{index:03d}"
