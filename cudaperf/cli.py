@@ -156,7 +156,7 @@ def _run_jobs(all_tasks, rows, store_path: Path, settings, as_json: bool) -> Non
 
         def progress(phase: str, i: int, n: int) -> None:
             if phase not in ids:
-                ids[phase] = bar.add_task("compiling" if phase == "compile" else "running on GPU", total=n)
+                ids[phase] = bar.add_task(PHASE_LABELS.get(phase, phase), total=n)
             bar.update(ids[phase], completed=i)
 
         try:
@@ -428,7 +428,7 @@ def dataset_build(
     families: Optional[str] = typer.Option(None, "--families", help="Comma-separated families (default: all)."),
     n_tasks: Optional[int] = typer.Option(None, "--n-tasks", help="Tasks per family (default: each family's own)."),
 ) -> None:
-    """Generate tasks and CUDA variants from the task families (no GPU needed).
+    """Generate tasks and CUDA variants from the task families, C and PyTorch (pt_*), with no GPU.
 
     Measurements of unchanged variants and external candidates are kept; rerunning is safe.
     """
@@ -448,6 +448,12 @@ def dataset_build(
     err.print(f"{info['tasks']} tasks from {info['families']} families, {info['candidates']} candidates; "
               f"{info['measurements_kept']} measurements kept, {info['measurements_dropped']} dropped (code changed); "
               f"version {version} in {ds.root}")
+    for tid, why in info["degenerate"].items():
+        err.print(f"[yellow]left out {tid}[/]: its reference output is degenerate ({'; '.join(why)})")
+
+
+PHASE_LABELS = {"compile": "compiling", "run": "running on GPU", "pytorch-compile": "compiling (PyTorch)",
+                "pytorch-run": "running (PyTorch)"}
 
 
 @dataset_app.command("measure")
@@ -475,9 +481,13 @@ def dataset_measure(
     held_out_first: bool = typer.Option(False, "--held-out-first", help="Measure the held-out tasks of both splits "
                                         "(task split's test part, test families) before the rest: what `cudaperf "
                                         "ranker eval` needs first."),
+    compile_baseline: bool = typer.Option(False, "--compile-baseline", help="PyTorch tasks: also time the "
+                                          "torch.compile baseline (seconds of compilation per task); speedups "
+                                          "stay over eager."),
 ) -> None:
     """Measure candidates with the harness on the local GPUs: one worker per GPU, tasks interleaved across
-    families, starting while later tasks still compile in parallel.
+    families, starting while later tasks still compile in parallel. PyTorch tasks (families pt_*) run after the
+    C ones, against the eager PyTorch baseline.
 
     Results are appended to a JSONL store as they complete; rerun with the same --store and --run-id to resume.
     """
@@ -497,7 +507,7 @@ def dataset_measure(
 
         def progress(phase: str, i: int, n: int) -> None:
             if phase not in ids:
-                ids[phase] = bar.add_task("compiling" if phase == "compile" else "running on GPU", total=n)
+                ids[phase] = bar.add_task(PHASE_LABELS.get(phase, phase), total=n)
             bar.update(ids[phase], completed=i)
 
         from dataclasses import replace as _replace
@@ -506,7 +516,8 @@ def dataset_measure(
 
         summary = measure(ds, cands, store_path=store, run_id=run_id, progress=progress,
                           settings=_replace(MEASURE_SETTINGS, timing_rounds=timing_rounds), held_out_first=held_out_first,
-                          max_seconds=max_minutes * 60 if max_minutes is not None else None)
+                          max_seconds=max_minutes * 60 if max_minutes is not None else None,
+                          compile_baseline=compile_baseline)
     version = ds.save()
     b = summary.batch
     if not b.gpus:
@@ -514,8 +525,13 @@ def dataset_measure(
     err.print(f"run {run_id}: {summary.n_candidates} candidates, compile {b.compile_wall_s:.0f} s "
               f"({b.compile_per_min:.0f}/min), GPU {b.run_wall_s:.0f} s ({b.run_per_min:.1f}/min) on GPUs "
               f"{list(b.gpus)}; total {summary.wall_s:.0f} s; dataset version {version}")
-    if b.n_not_started:
-        err.print(f"[yellow]{b.n_not_started} candidates not started[/] (--max-minutes): rerun the same command "
+    t = summary.pytorch
+    if t is not None:
+        err.print(f"PyTorch: {t.n_done} candidates of {t.n_tasks} tasks run ({t.n_skipped_resumed} already in the "
+                  f"store), {t.gpu_s:.0f} s of GPU-worker time, {t.wall_s:.0f} s")
+    not_started = b.n_not_started + (t.not_started if t is not None else 0)
+    if not_started:
+        err.print(f"[yellow]{not_started} candidates not started[/] (--max-minutes): rerun the same command "
                   f"with --run-id {run_id} --store {store or ds.root / 'runs' / f'{run_id}.jsonl'} to go on")
 
 

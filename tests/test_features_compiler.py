@@ -277,3 +277,13 @@ def test_candidate_compiles_in_the_sandbox(tmp_path):
     (private / "secret.h").write_text("#define SECRET 1\n")
     f = compiler_features(f'#include "{private / "secret.h"}"\n__global__ void k(int* x) {{ *x = SECRET; }}\n')
     assert not f.compile_ok and "secret.h" in f.log
+
+
+def test_a_pytorch_fast_path_unit_compiles_with_its_forced_header():
+    pytest.importorskip("torch")
+    from cudaperf.dataset.pytorch_families import TORCH_FAMILIES
+
+    v = next(v for v in TORCH_FAMILIES["row_softmax"](0).variants if v.name == "block_per_row_b256")
+    f = compiler_features(v.code)
+    assert f.values["kernels"] == 1 and f.values["block_size"] == 256
+    assert f.values["shared_bytes_per_block"] > 0 and f.values["registers_per_thread"] > 0

@@ -62,6 +62,7 @@ def measurement_row(r: EvaluationResult, candidate_id: str, run_id: str) -> dict
         "gpu": env.gpu if env else None, "driver": env.driver if env else None, "cuda": env.cuda if env else None,
         "host": env.host if env else None, "timing_method": env.timing_method if env else None,
         "seed": r.seeds[0] if r.seeds else None,
+        "compiled_baseline_median_ms": r.compiled_baseline_timing.median_ms if r.compiled_baseline_timing else None,
     }
 
 
@@ -72,6 +73,8 @@ class MeasureSummary:
     n_tasks: int
     batch: BatchSummary
     wall_s: float
+    pytorch: Any = None
+    """:class:`~cudaperf.dataset.measure_pytorch.TorchMeasureSummary` when PyTorch candidates were measured."""
 
 
 def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, remeasure: bool = False,
@@ -126,25 +129,40 @@ def interleaved_task_order(ds: Dataset, task_ids: set[str], *, held_out_first: b
 def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path | None = None,
             run_id: str | None = None, settings: HarnessSettings = MEASURE_SETTINGS,
             gpus: Sequence[int] | None = None, progress: Callable[[str, int, int], None] | None = None,
-            max_seconds: float | None = None, held_out_first: bool = False) -> MeasureSummary:
+            max_seconds: float | None = None, held_out_first: bool = False,
+            compile_baseline: bool = False) -> MeasureSummary:
     """Evaluate ``candidates`` through the harness (compile pool, then one worker per GPU); results go to a
     resumable JSONL store and, as rows, into ``ds.measurements`` (the caller saves). ``max_seconds``: start no
-    candidate after this long, so a run fits a machine's time limit and ends cleanly; rerun to go on."""
+    candidate after this long, so a run fits a machine's time limit and ends cleanly; rerun to go on.
+    PyTorch tasks' candidates run after the C ones (:mod:`cudaperf.dataset.measure_pytorch`), against the eager
+    baseline and, with ``compile_baseline``, ``torch.compile``'s too."""
     run_id = run_id or new_run_id()
     store = ResultStore(store_path or ds.root / "runs" / f"{run_id}.jsonl")
     tasks = dataset_tasks(ds)
     by_key = {(c["task_id"], c["name"]): c for c in candidates}
     order = interleaved_task_order(ds, {c["task_id"] for c in candidates}, held_out_first=held_out_first)
     rank = {t: i for i, t in enumerate(order)}
-    jobs = [Job(c["task_id"], c["name"], c["code"]) for c in sorted(candidates, key=lambda c: rank[c["task_id"]])]
+    ranked = sorted(candidates, key=lambda c: rank[c["task_id"]])
+    torch_cands = [c for c in ranked if getattr(tasks[c["task_id"]], "kind", "") == "pytorch"]
+    c_cands = [c for c in ranked if getattr(tasks[c["task_id"]], "kind", "") != "pytorch"]
+    jobs = [Job(c["task_id"], c["name"], c["code"]) for c in c_cands]
     t0 = time.monotonic()
-    summary = run_batch([tasks[t] for t in order], jobs, store,
+    c_order = [t for t in order if getattr(tasks[t], "kind", "") != "pytorch"]
+    summary = run_batch([tasks[t] for t in c_order], jobs, store,
                         settings=settings, gpus=gpus, progress=progress, prepare_ahead=24,
                         prepare_workers=2,
                         seed_of=dataset_seed, max_seconds=max_seconds)
+    torch_summary = None
+    if torch_cands:
+        from cudaperf.dataset.measure_pytorch import measure_pytorch
+
+        left = None if max_seconds is None else max(0.0, max_seconds - (time.monotonic() - t0))
+        torch_summary = measure_pytorch(tasks, torch_cands, store, settings=settings, seed_of=dataset_seed,
+                                        gpus=gpus, progress=progress, max_seconds=left,
+                                        compile_baseline=compile_baseline)
     ingest(ds, store.read(), run_id, by_key)
     return MeasureSummary(run_id, len(candidates), len({c["task_id"] for c in candidates}), summary,
-                          time.monotonic() - t0)
+                          time.monotonic() - t0, torch_summary)
 
 
 def ingest(ds: Dataset, results: Sequence[EvaluationResult], run_id: str,
@@ -193,7 +211,7 @@ def candidate_summary(ds: Dataset) -> dict[str, dict[str, Any]]:
 
 def task_filter(ds: Dataset, cs: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
     """The paper's filter per task: ``kept``, or why it is dropped (unmeasured, too few valid variants, no variant
-    at least 1.5x faster than the sequential C)."""
+    at least 1.5x faster than the sequential C, or than eager PyTorch for a PyTorch task)."""
     cs = cs or candidate_summary(ds)
     by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for c in ds.candidates:
@@ -212,7 +230,8 @@ def task_filter(ds: Dataset, cs: dict[str, dict[str, Any]] | None = None) -> dic
         elif len(valid) < MIN_VALID:
             verdict[t["id"]] = f"fewer than {MIN_VALID} valid variants"
         elif best < MIN_BEST_SPEEDUP:
-            verdict[t["id"]] = f"no variant >= {MIN_BEST_SPEEDUP}x faster than sequential"
+            than = "eager PyTorch" if t["family"].startswith("pt_") else "sequential"
+            verdict[t["id"]] = f"no variant >= {MIN_BEST_SPEEDUP}x faster than {than}"
         else:
             verdict[t["id"]] = "kept"
     return verdict

@@ -500,12 +500,27 @@ def _disassemble(workdir: Path, mangled: list[str]) -> tuple[str, list[str], str
     return sass, demangled, None
 
 
+def _fast_path_header(source: str) -> str | None:
+    """The ``TensorArg`` header that a PyTorch fast-path unit is compiled with (forced in), or None for others."""
+    from cudaperf.harness.torch_fast import ENTRY, HEADER
+
+    return HEADER if re.search(rf"\b{ENTRY}\b", source) and "TensorArg" in source else None
+
+
 def _compile_record(source: str, arch: str) -> dict:
     """Compile and disassemble in the sandbox; the JSON-able record that the cache holds."""
+    from cudaperf.harness.torch_fast import HEADER_NAME
+
+    header = _fast_path_header(source)
     with Workdir(prefix="cudaperf-features-") as w:
         (w / "kernel.cu").write_text(source)
         share_file(w / "kernel.cu")
-        ok, log = _nvcc_in_sandbox([f"-arch={arch}", *NVCC_FLAGS, "kernel.cu", "-o", "kernel.cubin"], w)
+        include: list[str] = []
+        if header is not None:
+            (w / HEADER_NAME).write_text(header)
+            share_file(w / HEADER_NAME)
+            include = ["-include", HEADER_NAME]
+        ok, log = _nvcc_in_sandbox([f"-arch={arch}", *NVCC_FLAGS, *include, "kernel.cu", "-o", "kernel.cubin"], w)
         if not ok:
             return {"compile_ok": False, "log": trim_log(log), "kernels": {}, "sass_reason": None}
         ptxas = parse_ptxas(log)
@@ -526,7 +541,8 @@ def _cache_path(key: str) -> Path:
 
 def _cached_record(source: str, arch: str) -> dict:
     """The compile record from the cache, or compiled now and stored (atomic write: temp file + rename)."""
-    key = sha256(CACHE_VERSION, source, arch, " ".join(NVCC_FLAGS), nvcc_version(), sass_tools_version())
+    key = sha256(CACHE_VERSION, source, arch, " ".join(NVCC_FLAGS), nvcc_version(), sass_tools_version(),
+                 _fast_path_header(source) or "")
     path = _cache_path(key)
     if path.exists():
         try:

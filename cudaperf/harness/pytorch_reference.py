@@ -15,8 +15,9 @@ and shape, and values within the task's per-dtype tolerance, ``|got - expected| 
 from __future__ import annotations
 
 import math
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from cudaperf.tasks.pytorch import PRECISION_POLICY, PyTorchTask
 
@@ -163,10 +164,14 @@ def compare_outputs(task: PyTorchTask, expected: Sequence[Any], got: Sequence[An
 
 def time_reference(prepared: PreparedPyTorch, *, compiled: bool = False, min_reps: int = 5, max_reps: int = 100,
                    budget_ms: float = 2000.0, cv_target: float = 0.02, warmup: int = 3,
-                   l2_flush_bytes: int | None = None):
+                   l2_flush_bytes: int | None = None, warmup_context: Callable[[], AbstractContextManager] | None = None,
+                   timing_context: Callable[[], AbstractContextManager] | None = None):
     """The eager (or ``torch.compile``) baseline on the GPU, timed as candidates are: calls rotating over the
     trials' inputs, fresh copies and an L2 flush before each call (untimed), CUDA events with a device-wide
-    synchronize before the end mark. Returns :class:`~cudaperf.harness.result.TimingStats` in ms."""
+    synchronize before the end mark. Returns :class:`~cudaperf.harness.result.TimingStats` in ms.
+
+    ``warmup_context`` / ``timing_context``: entered around the warm-up calls (which include ``torch.compile``'s
+    compilation) and around the timed calls, e.g. ``HOST.background`` and ``HOST.timing`` in a batch."""
     import time
 
     import torch
@@ -197,14 +202,16 @@ def time_reference(prepared: PreparedPyTorch, *, compiled: bool = False, min_rep
         end.synchronize()
         return start.elapsed_time(end)
 
-    for w in range(warmup):
-        one(w % n)
+    with (warmup_context or nullcontext)():
+        for w in range(max(1, warmup)):
+            one(w % n)
     samples: list[float] = []
-    begin = time.monotonic()
-    while len(samples) < max_reps:
-        samples.append(one(len(samples) % n))
-        if len(samples) >= max(min_reps, n):
-            st = TimingStats.from_samples_ms(samples)
-            if st.cv < cv_target or (time.monotonic() - begin) * 1000 > budget_ms:
-                break
+    with (timing_context or nullcontext)():
+        begin = time.monotonic()
+        while len(samples) < max_reps:
+            samples.append(one(len(samples) % n))
+            if len(samples) >= max(min_reps, n):
+                st = TimingStats.from_samples_ms(samples)
+                if st.cv < cv_target or (time.monotonic() - begin) * 1000 > budget_ms:
+                    break
     return TimingStats.from_samples_ms(samples)

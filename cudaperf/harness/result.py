@@ -174,6 +174,8 @@ class EvaluationResult:
     """Baseline median / candidate median, at the same call boundary. None unless correct and timed."""
     speedup_flag: str | None = None
     """Set when the speedup is beyond the plausibility bound: kept, but marked for audit."""
+    compiled_baseline_timing: TimingStats | None = None
+    """PyTorch tasks: the ``torch.compile`` baseline, timed in the same run as the eager one (when asked for)."""
     gpu_evidence: GpuEvidence | None = None
     seeds: tuple[int, ...] = ()
     environment: Environment | None = None

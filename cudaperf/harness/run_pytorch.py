@@ -19,6 +19,7 @@ import json
 import re
 import sys
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -84,10 +85,16 @@ _KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+
 
 
 def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: HarnessSettings,
-                          gpu_index: int | None = None, *, build: BuildOutcome | None = None) -> PyTorchOutcome:
+                          gpu_index: int | None = None, *, build: BuildOutcome | None = None,
+                          gpu_lock: AbstractContextManager | None = None) -> PyTorchOutcome:
     """Run a candidate on ``prepared``'s trials, then time it: a built fast-path library (``build``), or, without
     one, KernelBench-style Python source defining ``ModelNew`` (statically checked first; its ``load_inline``
-    extension builds inside the sandboxed process, with nvcc and ninja on its PATH)."""
+    extension builds inside the sandboxed process, with nvcc and ninja on its PATH).
+
+    ``gpu_lock``: held while the candidate uses the GPU (its trials; its timing, re-checked outputs and profiled
+    call), so that several candidates of one task may start their processes together (setting up torch and the
+    CUDA context takes seconds) and still never share the GPU while one of them runs or is timed. Only for
+    trusted candidates (a dataset's own variants): an untrusted one could leave work running between phases."""
     import torch
 
     from cudaperf.harness.compile import cuda_home
@@ -112,6 +119,7 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
         extra["PATH"] = f"{Path(py).parent}:{cuda_home() / 'bin'}:/usr/local/bin:/usr/bin:/bin"
         extra["CUDA_HOME"] = str(cuda_home())
     state: dict = {}
+    gpu = gpu_lock if gpu_lock is not None else nullcontext()
     with Workdir(prefix="cudaperf-torch-") as w:
         if build is not None:
             assert build.exe is not None
@@ -131,7 +139,12 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
         tests_limit = settings.test_timeout_s + (MODELNEW_BUILD_S if mode == "modelnew" else 0.0)
 
         def control(ctl: Control) -> None:
-            line = ctl.read_line(timeout_s=tests_limit)
+            if ctl.read_line(timeout_s=tests_limit) != "ready":  # set up: torch, the CUDA context, the library
+                if not ctl.eof:
+                    ctl.kill()
+                return
+            with gpu:  # the trials
+                line = ctl.read_line(timeout_s=settings.test_timeout_s) if ctl.send("go") else None
             if line != "tests_done":
                 if line is None and not ctl.eof:
                     ctl.kill()
@@ -140,16 +153,17 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
             if state["verdict"][1] is not None or not settings.time_candidates:
                 ctl.send("stop")
                 return
-            with HOST.timing():
+            with gpu, HOST.timing():  # timing, then the re-checked outputs and the profiled call
                 ok = ctl.send(f"time {settings.min_reps} {settings.max_reps} {settings.budget_ms} "
                               f"{settings.cv_target} {settings.warmup}")
                 done = ctl.read_line(timeout_s=settings.timing_timeout_s) if ok else None
-            state["timed"] = done == "timing_done"
-            if done is None and not ctl.eof:
-                ctl.kill()
-                state["timing_timeout"] = True
-                return
-            ctl.send("stop")
+                state["timed"] = done == "timing_done"
+                if done is None and not ctl.eof:
+                    ctl.kill()
+                    state["timing_timeout"] = True
+                    return
+                if ctl.send("stop"):
+                    ctl.read_line(timeout_s=settings.timing_timeout_s)  # "stopped": the GPU is free again
 
         t0 = time.monotonic()
         run = run_sandboxed([py, "torch_runner.py", CTL_FD], w, env=scrubbed_env(w, extra),
@@ -252,11 +266,17 @@ def _recheck_timed(prepared: PreparedPyTorch, w: Path) -> str | None:
 
 
 def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candidate_id: str = "candidate",
-                     prepared: PreparedPyTorch | None = None, gpu_index: int | None = None):
+                     prepared: PreparedPyTorch | None = None, gpu_index: int | None = None,
+                     baseline: TimingStats | None = None, compiled_baseline: TimingStats | None = None,
+                     gpu_lock: AbstractContextManager | None = None):
     """``evaluate`` for a PyTorch task: extraction, the static checks of the candidate's form (a fast-path unit
     or a ``ModelNew`` module), the fast path's build, then the sandboxed trials and timing against the eager
     baseline. Candidate failures are results; no GPU, no usable Python in the sandbox or a broken reference are
-    unscored."""
+    unscored.
+
+    ``baseline`` / ``compiled_baseline``: the eager and ``torch.compile`` timings of ``prepared``, when a caller
+    that runs many candidates of the task timed them once (otherwise the eager one is timed after each correct
+    candidate). ``gpu_lock``: see :func:`run_pytorch_candidate` (trusted candidates only)."""
     from dataclasses import replace
 
     from cudaperf.harness.environment import gpu_count
@@ -299,9 +319,12 @@ def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candid
     try:
         if prepared is None:
             prepared = prepare_pytorch(task, fresh_seed(), device="cuda")
-        out = run_pytorch_candidate(prepared, code, settings, gpu_index, build=build)
-        eager = time_reference(prepared, min_reps=settings.min_reps, max_reps=settings.max_reps,
-                               budget_ms=settings.budget_ms, cv_target=settings.cv_target) if out.correct else None
+        out = run_pytorch_candidate(prepared, code, settings, gpu_index, build=build, gpu_lock=gpu_lock)
+        eager = baseline
+        if eager is None and out.correct:
+            with HOST.timing():
+                eager = time_reference(prepared, min_reps=settings.min_reps, max_reps=settings.max_reps,
+                                       budget_ms=settings.budget_ms, cv_target=settings.cv_target)
     except Exception as exc:  # noqa: BLE001 - the trusted reference or torch failed: not the candidate's doing
         return replace(unscored(res, f"{type(exc).__name__}: {exc}"), durations_s=durations)
     tests = tuple(TestOutcome(k, dict(t.config), k < out.trials_passed,
@@ -317,7 +340,8 @@ def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candid
     if out.failure is not None and out.failure.attributed_to == "harness":
         res = replace(res, status="unscored")
     if out.timing is not None and eager is not None:
-        res = replace(res, baseline_timing=eager, speedup=eager.median_ms / max(out.timing.median_ms, 1e-6))
+        res = replace(res, baseline_timing=eager, speedup=eager.median_ms / max(out.timing.median_ms, 1e-6),
+                      compiled_baseline_timing=compiled_baseline)
     durations.update(run_s=out.run_s, total_s=time.monotonic() - t0)
     return replace(res, durations_s=durations)
 

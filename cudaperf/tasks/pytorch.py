@@ -93,6 +93,38 @@ def load_pytorch_tasks(path: str | Path) -> list[PyTorchTask]:
     return tasks
 
 
+def pytorch_task_to_dict(task: PyTorchTask) -> dict:
+    """A JSON-ready record of ``task`` (the dataset's ``tasks`` table stores it)."""
+    tol = task.tolerance
+    return {"kind": "pytorch", "id": task.id, "source": task.source, "path": task.path,
+            "tolerance": {"fp32": list(tol.fp32), "fp16": list(tol.fp16), "bf16": list(tol.bf16)},
+            "precision": task.precision, "description": task.description, "tags": list(task.tags)}
+
+
+def pytorch_task_from_dict(d: dict) -> PyTorchTask:
+    """The inverse of :func:`pytorch_task_to_dict`; the source is parsed (not run) and must define a problem."""
+    tid = d.get("id")
+    if not isinstance(tid, str) or not tid:
+        raise TaskError("pytorch task record without a string 'id'")
+    source = d.get("source")
+    if not isinstance(source, str):
+        raise TaskError(f"task {tid}: 'source' must be the problem's Python source")
+    try:
+        errors = _problem_errors(ast.parse(source))
+    except SyntaxError as exc:
+        raise TaskError(f"task {tid}: source line {exc.lineno}: not valid Python: {exc.msg}") from None
+    if errors:
+        raise TaskError(f"task {tid}: not a KernelBench-format problem: {'; '.join(errors)}")
+    tol_d = d.get("tolerance") or {}
+    try:
+        tol = DtypeTolerance(**{k: (float(v[0]), float(v[1])) for k, v in tol_d.items()})
+    except (TypeError, ValueError, IndexError) as exc:
+        raise TaskError(f"task {tid}: tolerance must map fp32/fp16/bf16 to [atol, rtol]: {exc}") from None
+    return PyTorchTask(id=tid, source=source, path=str(d.get("path", "")), tolerance=tol,
+                       precision=str(d.get("precision", PRECISION_POLICY)),
+                       description=str(d.get("description", "")), tags=tuple(d.get("tags", ())))
+
+
 def builtin_pytorch_dir() -> Path:
     return Path(__file__).resolve().parents[1] / "data" / "pytorch"
 

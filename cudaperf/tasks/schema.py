@@ -414,7 +414,11 @@ def task_from_dict(d: Mapping[str, Any]) -> Task:
         return _c_program(d, tid)
     if kind == "cuda_kernel":
         return _cuda_kernel(d, tid)
-    raise TaskError(f"task {tid}: unknown kind {kind!r} (expected c_function, c_program or cuda_kernel)")
+    if kind == "pytorch":
+        from cudaperf.tasks.pytorch import pytorch_task_from_dict
+
+        return pytorch_task_from_dict(dict(d))  # type: ignore[return-value]
+    raise TaskError(f"task {tid}: unknown kind {kind!r} (expected c_function, c_program, cuda_kernel or pytorch)")
 
 
 def task_to_dict(task: Task) -> dict[str, Any]:

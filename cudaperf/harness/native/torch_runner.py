@@ -11,14 +11,17 @@ cudaperf). Files in the directory:
     candidate.py    a KernelBench-style module defining ModelNew (mode modelnew), built under the reference's
                     init seed from the same init inputs
 
-Protocol (as the C driver's): after the trials it writes ``outputs.pt`` (the outputs of each trial, on the CPU)
-and ``trials.json`` (per trial: an error, inputs it modified), reports ``tests_done`` on the descriptor given as
-``argv[1]``, and reads commands on stdin. ``time MIN MAX BUDGET_MS CV WARMUP`` times calls rotating over the
+Protocol (as the C driver's): once set up (torch imported, the CUDA context made, the library loaded or the
+module built) it reports ``ready`` on the descriptor given as ``argv[1]`` and waits for ``go`` on stdin, so that
+a harness running several candidates of one task on one GPU lets only one of them use the GPU at a time. After
+the trials it writes ``outputs.pt`` (the outputs of each trial, on the CPU)
+and ``trials.json`` (per trial: an error, inputs it modified), reports ``tests_done``, and reads commands on
+stdin. ``time MIN MAX BUDGET_MS CV WARMUP`` times calls rotating over the
 trials' inputs with CUDA events: fresh copies of the inputs and an L2 flush (a memset of ``l2_flush_bytes``)
 before each call, outside the timed region; the end mark follows a device-wide synchronize, so work left on
 other streams counts. It writes ``timing.json`` and reports ``timing_done``. Anything else writes
 ``timed_outputs.pt`` (the last timed outputs of each trial) and ``evidence.json`` (the GPU kernels that one
-profiled call ran), and ends.
+profiled call ran), reports ``stopped`` (its GPU work is over) and ends.
 """
 
 import ctypes
@@ -106,6 +109,10 @@ def main():
                 out = model(*inputs)
             return 0, list(out) if isinstance(out, (tuple, list)) else [out]
 
+    torch.cuda.synchronize()
+    os.write(ctl, b"ready\n")
+    if sys.stdin.readline().strip() != "go":
+        return
     outs_all, reports = [], []
     for k, inputs in enumerate(trials_in):
         dev_in = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
@@ -188,6 +195,7 @@ def main():
             json.dump({"kernels": kernels}, open("evidence.json", "w"))
         except Exception as exc:
             json.dump({"kernels": None, "error": f"{type(exc).__name__}: {exc}"[:500]}, open("evidence.json", "w"))
+    os.write(ctl, b"stopped\n")
 
 
 if __name__ == "__main__":
