@@ -159,3 +159,57 @@ def test_control_line_flood_and_early_exit_are_just_lines():
                         control)
     assert r.returncode == 4
     assert got[0] is not None and len(got[0]) <= 256 and got[1] is None
+
+
+def _states(pgid: int) -> set[str]:
+    """Run states (R, S, T, ...) of the processes in one process group, from /proc."""
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                fields = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                out.add(fields[0])
+    return out
+
+
+def test_pausable_runs_stop_while_timing_runs_and_get_their_time_back():
+    """A registered background process (its whole group, children included) is stopped while a timing run is
+    on and continued after; the stopped time is added to its wall-clock limit, so it is not killed for it."""
+    import threading
+    import time
+
+    from cudaperf.harness import quiet
+    from cudaperf.harness.quiet import HostActivity
+
+    host = HostActivity()
+    old, quiet.HOST = quiet.HOST, host
+    try:
+        box: dict = {}
+        with Workdir() as w:
+            # the program forks a child that spins: both must stop
+            argv = ["/bin/sh", "-c", "(i=0; while [ $i -lt 2000000 ]; do i=$((i+1)); done) & wait"]
+            th = threading.Thread(target=lambda: box.update(
+                run=run_sandboxed(argv, w, limits=SandboxLimits(wall_s=6), pausable=True)))
+            th.start()
+            deadline = time.monotonic() + 5
+            while not host._groups and time.monotonic() < deadline:
+                time.sleep(0.01)
+            (pgid,) = list(host._groups)
+            time.sleep(0.3)
+            assert "R" in _states(pgid) or "S" in _states(pgid)
+            with host.timing():
+                time.sleep(0.3)
+                assert host.paused_groups() == [pgid]
+                assert _states(pgid) == {"T"}, _states(pgid)  # every process of the group is stopped
+                time.sleep(6.5)  # longer than the run's whole limit
+            assert host.paused_s(pgid) >= 6.5
+            th.join(timeout=120)
+        run = box["run"]
+        assert not run.timed_out and run.returncode == 0, run.describe()
+        assert run.wall_s > 6.5
+        assert host._groups == {}
+    finally:
+        quiet.HOST = old

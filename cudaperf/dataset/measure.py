@@ -60,7 +60,7 @@ def measurement_row(r: EvaluationResult, candidate_id: str, run_id: str) -> dict
         "baseline_median_ms": bt.median_ms if bt else None, "baseline_cv": bt.cv if bt else None,
         "kernels_in_timed_call": r.gpu_evidence.kernels_in_timed_call if r.gpu_evidence else None,
         "gpu": env.gpu if env else None, "driver": env.driver if env else None, "cuda": env.cuda if env else None,
-        "host": env.host if env else None, "timing_method": env.timing_method if env else None,
+        "host": env.host if env else None, "cpu": env.cpu if env else None, "timing_method": env.timing_method if env else None,
         "seed": r.seeds[0] if r.seeds else None,
         "compiled_baseline_median_ms": r.compiled_baseline_timing.median_ms if r.compiled_baseline_timing else None,
     }

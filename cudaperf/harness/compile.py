@@ -276,7 +276,8 @@ def _nvcc_in_sandbox(args: list[str], workdir: Path) -> tuple[bool, str]:
     env = scrubbed_env(workdir, {"PATH": f"{Path(nvcc).parent}:/usr/local/bin:/usr/bin:/bin"})
     run = run_sandboxed([nvcc, *args], workdir, env=env,
                         limits=SandboxLimits(wall_s=COMPILE_TIMEOUT_S, cpu_s=int(COMPILE_TIMEOUT_S) * 2,
-                                             file_size_bytes=512 << 20, nice=getattr(_PRIORITY, "nice", 0)))
+                                             file_size_bytes=512 << 20, nice=getattr(_PRIORITY, "nice", 0)),
+                        pausable=True)
     log = run.stderr + run.stdout
     if run.timed_out:
         log = f"nvcc did not finish within {COMPILE_TIMEOUT_S:.0f} s\n" + log

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import subprocess
 from functools import lru_cache
+from pathlib import Path
 
 from cudaperf.harness.compile import ToolchainError, gcc_version, nvcc_version
 
@@ -45,6 +47,21 @@ def describe_toolchain() -> tuple[str, str]:
     except ToolchainError:
         gc = "gcc missing"
     return nv, gc
+
+
+@lru_cache(maxsize=1)
+def cpu_model() -> str:
+    """The host CPU as /proc/cpuinfo names it, with the logical CPU count: the sequential baselines' speed, and
+    so every C task's speedup, depends on it."""
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{name} x{os.cpu_count() or 1}"
 
 
 def host_name() -> str:

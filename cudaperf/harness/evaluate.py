@@ -19,7 +19,7 @@ from cudaperf.harness.compile import (
     build_c_function_candidate,
     default_arch,
 )
-from cudaperf.harness.environment import describe_toolchain, gpu_count, gpu_inventory, host_name
+from cudaperf.harness.environment import cpu_model, describe_toolchain, gpu_count, gpu_inventory, host_name
 from cudaperf.harness.extract import extract_code
 from cudaperf.harness.result import (
     Environment,
@@ -78,6 +78,7 @@ def environment(settings: HarnessSettings, gpu_index: int | None = None) -> Envi
         seeds_policy=settings.seeds_policy,
         timing_method=settings.timing_method,
         host=host_name(),
+        cpu=cpu_model(),
     )
 
 

@@ -137,7 +137,15 @@ def run_batch(
     t0 = time.monotonic()
     builds: dict[tuple[str, str], tuple[str, BuildOutcome]] = {}
     n_cpu = max(1, os.cpu_count() or 1)
-    workers = compile_workers or (max(1, n_cpu // 2 - max(1, len(gpus))) if overlap_compile else n_cpu)
+    # Overlapped compiles are paused while anything is timed (cudaperf.harness.quiet), so they may use every
+    # core the GPU workers leave; without pausing, half the cores at the lowest priority.
+    if overlap_compile:
+        from cudaperf.harness.quiet import HOST
+
+        spare = n_cpu - 2 * max(1, len(gpus)) if HOST.pause_processes else n_cpu // 2 - max(1, len(gpus))
+        workers = compile_workers or max(1, spare)
+    else:
+        workers = compile_workers or n_cpu
     nice = 19 if overlap_compile else 0
 
     def compile_one(job: Job):

@@ -5,11 +5,20 @@ measured times: *timing* (a candidate's timed run, the sequential baseline's tim
 runs that compute expected outputs, input generation for the next task). Work of one class may overlap freely
 (timing runs on different GPUs, several preparations). Timing has priority: once a timing run waits, no new
 background step starts. Background steps are short (one reference run), so a timing run waits at most one step.
+
+Compilers are long background processes (seconds each, many at once) that a batch overlaps with the GPU runs.
+They are *paused*: while any timing run is on, every registered process group (``run_sandboxed(pausable=True)``,
+which nvcc runs use) is stopped with SIGSTOP and continued with SIGCONT when the last timing run ends, so that
+neither their CPU time nor their memory traffic reaches a timed call or the sequential baseline. The time a group
+spends stopped is added to its wall-clock limit (:meth:`HostActivity.paused_s`).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -20,6 +29,9 @@ class HostActivity:
         self._timing = 0
         self._timing_waiting = 0
         self._background = 0
+        self.pause_processes = True
+        """Stop registered background process groups while timing runs (off: they run on, e.g. to compare)."""
+        self._groups: dict[int, list[float]] = {}  # pgid -> [seconds stopped so far, stopped since (0: running)]
 
     @contextmanager
     def timing(self) -> Iterator[None]:
@@ -28,12 +40,68 @@ class HostActivity:
             self._cv.wait_for(lambda: self._background == 0)
             self._timing_waiting -= 1
             self._timing += 1
+            if self._timing == 1:
+                self._signal_all(stop=True)
         try:
             yield
         finally:
             with self._cv:
                 self._timing -= 1
+                if self._timing == 0:
+                    self._signal_all(stop=False)
                 self._cv.notify_all()
+
+    # -- pausable process groups -------------------------------------------------------------------------------
+
+    def _signal(self, pgid: int, stop: bool) -> None:
+        entry = self._groups[pgid]
+        now = time.monotonic()
+        if stop and entry[1] == 0.0 and self.pause_processes:
+            try:
+                os.killpg(pgid, signal.SIGSTOP)
+                entry[1] = now
+            except (ProcessLookupError, PermissionError):
+                pass
+        elif not stop and entry[1] != 0.0:
+            try:
+                os.killpg(pgid, signal.SIGCONT)
+            except (ProcessLookupError, PermissionError):
+                pass
+            entry[0] += now - entry[1]
+            entry[1] = 0.0
+
+    def _signal_all(self, stop: bool) -> None:
+        for pgid in list(self._groups):
+            self._signal(pgid, stop)
+
+    def register(self, pgid: int) -> None:
+        """A background process group (its own session) that timing runs may pause; stopped at once if one is
+        on."""
+        with self._cv:
+            self._groups[pgid] = [0.0, 0.0]
+            if self._timing > 0:
+                self._signal(pgid, stop=True)
+
+    def unregister(self, pgid: int) -> float:
+        """Forget the group (continuing it if stopped); the seconds it spent stopped."""
+        with self._cv:
+            if pgid not in self._groups:
+                return 0.0
+            self._signal(pgid, stop=False)
+            return self._groups.pop(pgid)[0]
+
+    def paused_s(self, pgid: int) -> float:
+        """Seconds the group has spent stopped so far (0 for an unknown group)."""
+        with self._cv:
+            entry = self._groups.get(pgid)
+            if entry is None:
+                return 0.0
+            return entry[0] + (time.monotonic() - entry[1] if entry[1] else 0.0)
+
+    def paused_groups(self) -> list[int]:
+        """Registered groups stopped now: for tests and diagnostics."""
+        with self._cv:
+            return [g for g, e in self._groups.items() if e[1]]
 
     @contextmanager
     def background(self) -> Iterator[None]:

@@ -152,6 +152,8 @@ class Environment:
     seeds_policy: str
     timing_method: str
     host: str
+    cpu: str = ""
+    """The host CPU model and logical CPU count (empty in records written before it was recorded)."""
 
 
 @dataclass(frozen=True)

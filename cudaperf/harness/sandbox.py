@@ -275,12 +275,16 @@ def run_sandboxed(
     stdin_path: Path | None = None,
     level: str | None = None,
     control: Callable[[Control], None] | None = None,
+    pausable: bool = False,
 ) -> SandboxRun:
     """Run ``argv`` in ``workdir`` under the sandbox; never raises for anything the program does.
 
     ``control``: called on this thread while the program runs, with the harness's end of a control channel
     (:class:`Control`; the program gets a pipe whose descriptor replaces :data:`CTL_FD` in ``argv``, and its
     stdin). The program is killed at the wall-clock deadline whatever ``control`` does.
+
+    ``pausable``: background work (a compiler) that timing runs in this process stop while they time
+    (:mod:`cudaperf.harness.quiet`); the time it spends stopped extends its wall-clock limit.
 
     Raises ``FileNotFoundError`` only when the sandbox tooling itself is missing (a harness fault).
     """
@@ -331,6 +335,10 @@ def run_sandboxed(
                 os.close(status_w)
         timed_out = False
         ctl: Control | None = None
+        if pausable:
+            from cudaperf.harness.quiet import HOST
+
+            HOST.register(proc.pid)
         try:
             if control is not None:
                 ctl = Control(proc, status_r, start + limits.wall_s)
@@ -342,11 +350,16 @@ def run_sandboxed(
                         proc.stdin.close()  # type: ignore[union-attr]
                     except OSError:
                         pass
-            rc: int | None = proc.wait(timeout=max(0.0, start + limits.wall_s - time.monotonic()))
+            if pausable:
+                rc = _wait_pausable(proc, start + limits.wall_s)
+            else:
+                rc = proc.wait(timeout=max(0.0, start + limits.wall_s - time.monotonic()))
         except subprocess.TimeoutExpired:
             timed_out = True
             rc = None
         finally:
+            if pausable:
+                HOST.unregister(proc.pid)
             # Kill whatever is left in the group (also after a normal exit: stray children).
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -373,6 +386,20 @@ def run_sandboxed(
         stderr_truncated=err_trunc,
         level=level,
     )
+
+
+def _wait_pausable(proc: subprocess.Popen, deadline: float) -> int:
+    """``proc.wait`` with the deadline moved by the time the process group has spent stopped."""
+    from cudaperf.harness.quiet import HOST
+
+    while True:
+        left = deadline + HOST.paused_s(proc.pid) - time.monotonic()
+        if left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, 0)
+        try:
+            return proc.wait(timeout=min(left, 0.5))
+        except subprocess.TimeoutExpired:
+            continue
 
 
 @dataclass
