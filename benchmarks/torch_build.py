@@ -95,6 +95,11 @@ def main() -> None:
                          "fast_stage": b.stage, "load_inline_s": round(inline_s, 3),
                          "load_inline_correct": bool(inline_ok)})
             print(rows[-1], flush=True)
+            write(args.out, rows, torch)  # after every pair, so a run cut short keeps what it measured
+    print(write(args.out, rows, torch))
+
+
+def write(out: Path, rows: list[dict], torch) -> dict:
     fast = [r["fast_s"] for r in rows]
     inline = [r["load_inline_s"] for r in rows]
     summary = {"n": len(rows), "fast_median_s": statistics.median(fast),
@@ -102,8 +107,8 @@ def main() -> None:
                "ratio_median": statistics.median(i / f for i, f in zip(inline, fast)),
                "all_correct": all(r["fast_correct"] and r["load_inline_correct"] for r in rows),
                "gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
-    args.out.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
-    print(summary)
+    out.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+    return summary
 
 
 if __name__ == "__main__":
