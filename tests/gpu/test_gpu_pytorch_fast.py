@@ -109,21 +109,26 @@ def test_evaluate_gives_a_speedup_over_eager(relu_prepared):
     assert r.baseline_timing.n >= 5 and len(r.tests) == 3 and r.pass_fraction == 1.0
 
 
-@pytest.mark.parametrize("family,index", [("elementwise_chain", 0), ("elementwise_chain", 1), ("row_reduce", 0),
-                                          ("row_reduce", 1), ("row_softmax", 0), ("row_softmax", 1)])
-def test_generated_family_variants_are_correct(family, index):
-    """Every fast-path variant of a generated problem matches the PyTorch reference on the GPU."""
-    from cudaperf.dataset.pytorch_families import TORCH_FAMILIES
-    from cudaperf.harness.pytorch_reference import prepare_pytorch
-    from cudaperf.harness.run_pytorch import run_pytorch_fast, sandbox_python
-    from cudaperf.harness.settings import HarnessSettings
-    from cudaperf.harness.torch_fast import build_fast_candidate
+def test_every_family_variant_is_correct_through_the_dataset_measurement(tmp_path):
+    """One problem of every PyTorch family, measured as the dataset is (cudaperf.dataset.measure_pytorch: runner
+    processes started together, taking turns on the GPU): every variant matches the reference and is timed
+    against eager PyTorch."""
+    from cudaperf.dataset.build import build, torch_family_names
+    from cudaperf.dataset.measure import MEASURE_SETTINGS, measure, select_candidates
+    from cudaperf.dataset.store import Dataset
+    from cudaperf.harness.run_pytorch import sandbox_python
 
     _, why = sandbox_python()
     if why:
         pytest.skip(why)
-    g = TORCH_FAMILIES[family](index)
-    prep = prepare_pytorch(g.task, seed=3, n_trials=2, device="cuda")
-    for v in g.variants:
-        out = run_pytorch_fast(prep, v.code, build_fast_candidate(v.code), HarnessSettings(budget_ms=100))
-        assert out.correct, (v.name, out.failure)
+    ds = Dataset.load(tmp_path / "ds", missing_ok=True)
+    build(ds, families=sorted(torch_family_names()), n_tasks=1)
+    cands = select_candidates(ds)
+    summary = measure(ds, cands, store_path=tmp_path / "run.jsonl", run_id="gpu", gpus=[0],
+                      settings=MEASURE_SETTINGS)
+    assert summary.pytorch.n_done == len(cands)
+    rows = {m["candidate_id"]: m for m in ds.measurements}
+    bad = {k: (m["status"], m["failure"]) for k, m in rows.items() if not (m["status"] == "scored" and m["correct"])}
+    assert not bad, bad
+    assert all(m["speedup"] and m["speedup"] > 0 and m["baseline_median_ms"] > 0 for m in rows.values())
+    assert len({round(m["speedup"], 2) for m in rows.values()}) > len(rows) // 2  # variants differ in speed
