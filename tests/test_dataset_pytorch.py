@@ -83,3 +83,17 @@ def test_measure_without_a_gpu_builds_every_variant_and_leaves_them_unscored(tor
     again = measure(ds, cands, store_path=tmp_path / "run.jsonl", run_id="cpu",
                     settings=HarnessSettings(budget_ms=50))
     assert again.pytorch.n_skipped_resumed == 0
+
+
+def test_shipped_dataset_has_the_pytorch_problems():
+    from cudaperf.dataset.store import default_dataset_dir
+
+    ds = Dataset.load(default_dataset_dir())
+    pt = [t for t in ds.tasks if t["family"].startswith("pt_")]
+    assert len(pt) >= 60 and {t["family"] for t in pt} == set(torch_family_names())
+    per_task: dict[str, int] = {}
+    for c in ds.candidates:
+        if c["family"].startswith("pt_"):
+            per_task[c["task_id"]] = per_task.get(c["task_id"], 0) + 1
+    assert min(per_task.values()) >= 6 and len(per_task) == len(pt)
+    assert {t["split_family"] for t in pt} == {"train", "test"}  # some PyTorch families are held out whole

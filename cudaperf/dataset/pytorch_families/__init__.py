@@ -17,19 +17,35 @@ per row reduced in two levels of shuffles, and element-parallel atomics.
 ``row_softmax``: a softmax per row with a temperature; its variants are a thread per row (three passes), a block
 per row with shared-memory trees (64, 256 and 1024 threads), a warp per row with an online (one-pass) max and sum, and
 four separate kernels with scratch buffers.
-"""
 
+``linear_act``, ``layer_norm``, ``col_reduce`` (``blocks``): a linear layer with an activation (naive, 2-D,
+strided, shared-memory tiles of 16 and 32, register blocking 2x2 and 4x4, a warp per output with float4 loads);
+a layer norm with seeded affine parameters (a thread, block or warp per row, single-pass Welford, float4 loads, two
+kernels); a sum, mean or max over the rows (a thread per column, strided column groups, a block per column, tiles
+with atomics, two passes, warp shuffles).
+
+``pool2d``, ``depthwise_conv2d``, ``row_cumsum`` (``spatial``): max or average pooling over NCHW with an optional
+activation (a thread per output, 2-D blocks, a grid-stride loop, shared tiles with halo, 4 outputs per thread,
+channel and column walks); a depthwise convolution with bias (naive, 2-D tiles with read-only loads, shared tiles
+16x16 and 32x8, 2 and 4 outputs per thread, weights in constant memory, a channel walk); a cumulative sum along
+rows (a thread per row, Hillis-Steele at 256 and 1024 threads, Blelloch, warp shuffles, 4 elements per lane,
+three passes).
+"""
 
 from __future__ import annotations
 
 from typing import Callable
 
+from cudaperf.dataset.pytorch_families.blocks import col_reduce, layer_norm, linear_act
 from cudaperf.dataset.pytorch_families.common import ACTIVATIONS, GeneratedTorchTask, TorchVariant
 from cudaperf.dataset.pytorch_families.elementwise import elementwise_chain
 from cudaperf.dataset.pytorch_families.rows import row_reduce, row_softmax
+from cudaperf.dataset.pytorch_families.spatial import depthwise_conv2d, pool2d, row_cumsum
 
 TORCH_FAMILIES: dict[str, Callable[[int], GeneratedTorchTask]] = {
-    "elementwise_chain": elementwise_chain, "row_reduce": row_reduce, "row_softmax": row_softmax}
+    "elementwise_chain": elementwise_chain, "row_reduce": row_reduce, "row_softmax": row_softmax,
+    "linear_act": linear_act, "layer_norm": layer_norm, "col_reduce": col_reduce,
+    "pool2d": pool2d, "depthwise_conv2d": depthwise_conv2d, "row_cumsum": row_cumsum}
 
-__all__ = ["ACTIVATIONS", "GeneratedTorchTask", "TORCH_FAMILIES", "TorchVariant", "elementwise_chain", "row_reduce",
-           "row_softmax"]
+__all__ = ["ACTIVATIONS", "GeneratedTorchTask", "TORCH_FAMILIES", "TorchVariant", "col_reduce", "depthwise_conv2d",
+           "elementwise_chain", "layer_norm", "linear_act", "pool2d", "row_cumsum", "row_reduce", "row_softmax"]
