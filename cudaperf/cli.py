@@ -525,13 +525,12 @@ def dataset_measure(
     err.print(f"run {run_id}: {summary.n_candidates} candidates, compile {b.compile_wall_s:.0f} s "
               f"({b.compile_per_min:.0f}/min), GPU {b.run_wall_s:.0f} s ({b.run_per_min:.1f}/min) on GPUs "
               f"{list(b.gpus)}; total {summary.wall_s:.0f} s; dataset version {version}")
-    t = summary.pytorch
+    t = b.pytorch
     if t is not None:
-        err.print(f"PyTorch: {t.n_done} candidates of {t.n_tasks} tasks run ({t.n_skipped_resumed} already in the "
+        err.print(f"of which PyTorch: {t.n_done} candidates of {t.n_tasks} tasks run ({t.n_skipped} already in the "
                   f"store), {t.gpu_s:.0f} s of GPU-worker time, {t.wall_s:.0f} s")
-    not_started = b.n_not_started + (t.not_started if t is not None else 0)
-    if not_started:
-        err.print(f"[yellow]{not_started} candidates not started[/] (--max-minutes): rerun the same command "
+    if b.n_not_started:
+        err.print(f"[yellow]{b.n_not_started} candidates not started[/] (--max-minutes): rerun the same command "
                   f"with --run-id {run_id} --store {store or ds.root / 'runs' / f'{run_id}.jsonl'} to go on")
 
 

@@ -71,7 +71,7 @@ def test_measure_without_a_gpu_builds_every_variant_and_leaves_them_unscored(tor
     seen = []
     summary = measure(ds, cands, store_path=tmp_path / "run.jsonl", run_id="cpu",
                       settings=HarnessSettings(budget_ms=50), progress=lambda p, i, n: seen.append(p))
-    assert summary.pytorch is not None and summary.pytorch.n_done == len(cands) >= 6
+    assert summary.batch.pytorch is not None and summary.batch.pytorch.n_done == len(cands) >= 6
     assert "pytorch-run" in seen
     rows = [m for m in ds.measurements if m["run_id"] == "cpu"]
     assert len(rows) == len(cands)
@@ -82,7 +82,7 @@ def test_measure_without_a_gpu_builds_every_variant_and_leaves_them_unscored(tor
     # resumable: a rerun with the same store retries unscored results only (all of them here)
     again = measure(ds, cands, store_path=tmp_path / "run.jsonl", run_id="cpu",
                     settings=HarnessSettings(budget_ms=50))
-    assert again.pytorch.n_skipped_resumed == 0
+    assert again.batch.pytorch.n_skipped == 0
 
 
 def test_shipped_dataset_has_the_pytorch_problems():

@@ -26,7 +26,8 @@ from cudaperf.harness.torch_fast import (
 
 torch = pytest.importorskip("torch")
 
-ADD = (Path(__file__).parent / "fixtures" / "torch_fast" / "add.cu").read_text()
+FIX = Path(__file__).parent / "fixtures" / "torch_fast"
+ADD = (FIX / "add.cu").read_text()
 
 
 def test_a_unit_builds_into_a_library_that_exports_only_its_entry():
@@ -209,10 +210,42 @@ def test_cli_evaluates_a_pytorch_problem(tmp_path):
     assert r.exit_code == 2 and "no such file" in " ".join(r.output.split())
 
 
-def test_batch_refuses_pytorch_tasks_with_a_clear_error(tmp_path):
+def test_batch_takes_pytorch_tasks_beside_c_tasks(tmp_path):
+    """``run_batch`` and ``cudaperf batch`` take PyTorch tasks: each job gets one result. With no GPU here, a
+    fast-path unit is built and then unscored; a torch-computing ModelNew stops at the static checks; text with
+    no code, and a unit that does not compile, are the candidate's failures."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from cudaperf.cli import app
+    from cudaperf.harness.environment import gpu_count
     from cudaperf.harness.executor import Job, run_batch
+    from cudaperf.tasks import load_builtin_tasks
     from cudaperf.tasks.pytorch import builtin_pytorch_dir, load_pytorch_tasks
 
-    tasks = load_pytorch_tasks(builtin_pytorch_dir())
-    with pytest.raises(ValueError, match="batch does not take PyTorch tasks yet"):
-        run_batch(tasks, [Job("relu", "a", "x")], tmp_path / "r.jsonl")
+    relu = (FIX / "relu.cu").read_text()
+    hack = (FIX.parent / "pytorch" / "relu_modelnew.py").read_text().replace("return self.ext.relu_cuda(x)",
+                                                                           "return torch.relu(x)")
+    rows = [("relu", "fast", f"```cuda\n{relu}```"), ("relu", "modelnew_torch", f"```python\n{hack}```"),
+            ("relu", "prose", "I would use a kernel."), ("relu", "broken", relu.replace("}", "", 1))]
+    c_tasks = load_builtin_tasks()
+    c_job = Job(c_tasks[0].id, "c_candidate", "no code here")
+    summary = run_batch(c_tasks + load_pytorch_tasks(builtin_pytorch_dir()),
+                        [Job(*r) for r in rows] + [c_job], tmp_path / "r.jsonl")
+    got = {r.candidate_id: r for r in summary.results}
+    assert set(got) == {r[1] for r in rows} | {"c_candidate"} and summary.pytorch.n_done == 4
+    assert got["modelnew_torch"].failure.kind.value == "static_check"
+    assert got["prose"].failure.kind.value == "no_code"
+    assert got["broken"].failure.kind.value == "compile_error" and got["broken"].status == "scored"
+    if gpu_count() == 0:
+        assert got["fast"].status == "unscored" and got["fast"].stage.value == "compiled"
+
+    comp = tmp_path / "c.jsonl"
+    comp.write_text("".join(json.dumps({"task_id": t, "candidate_id": c, "completion": x}) + "\n"
+                            for t, c, x in rows))
+    r = CliRunner().invoke(app, ["batch", "--tasks", "pytorch", "--completions", str(comp), "--store",
+                                 str(tmp_path / "cli.jsonl"), "--json"])
+    assert r.exit_code == 0, r.output
+    recs = [json.loads(line) for line in r.output.splitlines() if line.startswith("{")]
+    assert sorted(x["candidate_id"] for x in recs) == sorted(c for _, c, _ in rows)

@@ -73,8 +73,6 @@ class MeasureSummary:
     n_tasks: int
     batch: BatchSummary
     wall_s: float
-    pytorch: Any = None
-    """:class:`~cudaperf.dataset.measure_pytorch.TorchMeasureSummary` when PyTorch candidates were measured."""
 
 
 def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, remeasure: bool = False,
@@ -134,7 +132,8 @@ def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path |
     """Evaluate ``candidates`` through the harness (compile pool, then one worker per GPU); results go to a
     resumable JSONL store and, as rows, into ``ds.measurements`` (the caller saves). ``max_seconds``: start no
     candidate after this long, so a run fits a machine's time limit and ends cleanly; rerun to go on.
-    PyTorch tasks' candidates run after the C ones (:mod:`cudaperf.dataset.measure_pytorch`), against the eager
+    PyTorch tasks' candidates run after the C ones (:mod:`cudaperf.harness.batch_pytorch`; the dataset's own
+    variants are trusted, so ``MEASURE_SETTINGS`` lets a task's runners start together), against the eager
     baseline and, with ``compile_baseline``, ``torch.compile``'s too."""
     run_id = run_id or new_run_id()
     store = ResultStore(store_path or ds.root / "runs" / f"{run_id}.jsonl")
@@ -142,27 +141,15 @@ def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path |
     by_key = {(c["task_id"], c["name"]): c for c in candidates}
     order = interleaved_task_order(ds, {c["task_id"] for c in candidates}, held_out_first=held_out_first)
     rank = {t: i for i, t in enumerate(order)}
-    ranked = sorted(candidates, key=lambda c: rank[c["task_id"]])
-    torch_cands = [c for c in ranked if getattr(tasks[c["task_id"]], "kind", "") == "pytorch"]
-    c_cands = [c for c in ranked if getattr(tasks[c["task_id"]], "kind", "") != "pytorch"]
-    jobs = [Job(c["task_id"], c["name"], c["code"]) for c in c_cands]
+    jobs = [Job(c["task_id"], c["name"], c["code"]) for c in sorted(candidates, key=lambda c: rank[c["task_id"]])]
     t0 = time.monotonic()
-    c_order = [t for t in order if getattr(tasks[t], "kind", "") != "pytorch"]
-    summary = run_batch([tasks[t] for t in c_order], jobs, store,
+    summary = run_batch([tasks[t] for t in order], jobs, store,
                         settings=settings, gpus=gpus, progress=progress, prepare_ahead=24,
-                        prepare_workers=2,
-                        seed_of=dataset_seed, max_seconds=max_seconds)
-    torch_summary = None
-    if torch_cands:
-        from cudaperf.dataset.measure_pytorch import measure_pytorch
-
-        left = None if max_seconds is None else max(0.0, max_seconds - (time.monotonic() - t0))
-        torch_summary = measure_pytorch(tasks, torch_cands, store, settings=settings, seed_of=dataset_seed,
-                                        gpus=gpus, progress=progress, max_seconds=left,
-                                        compile_baseline=compile_baseline)
+                        prepare_workers=2, seed_of=dataset_seed, max_seconds=max_seconds,
+                        compile_baseline=compile_baseline)
     ingest(ds, store.read(), run_id, by_key)
     return MeasureSummary(run_id, len(candidates), len({c["task_id"] for c in candidates}), summary,
-                          time.monotonic() - t0, torch_summary)
+                          time.monotonic() - t0)
 
 
 def ingest(ds: Dataset, results: Sequence[EvaluationResult], run_id: str,

@@ -20,7 +20,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from cudaperf.harness.compile import BuildOutcome, ToolchainError, compile_priority
 from cudaperf.harness.environment import gpu_count
@@ -66,6 +66,8 @@ class BatchSummary:
     results: tuple[EvaluationResult, ...] = field(repr=False, default=())
     n_not_started: int = 0
     """Candidates left for a rerun because ``max_seconds`` ran out."""
+    pytorch: Any = None
+    """:class:`~cudaperf.harness.batch_pytorch.PyTorchBatchSummary` when the batch had PyTorch tasks."""
 
     @property
     def compile_per_min(self) -> float:
@@ -93,6 +95,7 @@ def run_batch(
     seed_of: Callable[[str], int] | None = None,
     max_seconds: float | None = None,
     overlap_compile: bool = True,
+    compile_baseline: bool = False,
 ) -> BatchSummary:
     """Evaluate ``jobs``; append each result to ``store`` as it completes; skip jobs already scored there.
 
@@ -104,6 +107,10 @@ def run_batch(
     the first tasks on the GPUs while later ones still compile (nvcc niced; default ``compile_workers``: half the
     cores less one per GPU, so that hyperthread siblings of timing runs mostly idle); False: compile everything
     first, on all cores.
+
+    PyTorch tasks' jobs run after the others, through :func:`cudaperf.harness.batch_pytorch.run_pytorch_batch`
+    (against the eager baseline; ``compile_baseline`` also times ``torch.compile``'s; with
+    ``settings.pipeline_candidates``, trusted candidates of a task start their runners together).
     """
     settings = settings or HarnessSettings()
     store = store if isinstance(store, ResultStore) else ResultStore(store)
@@ -111,13 +118,37 @@ def run_batch(
     missing = sorted({j.task_id for j in jobs} - set(by_id))
     if missing:
         raise ValueError(f"jobs name unknown tasks: {missing[:5]}")
-    torch_tasks = sorted({j.task_id for j in jobs if getattr(by_id[j.task_id], "kind", None) == "pytorch"})
-    if torch_tasks:
-        raise ValueError(f"batch does not take PyTorch tasks yet ({torch_tasks[:3]}): evaluate them one at a time "
-                         "with `cudaperf evaluate --tasks pytorch ...` or cudaperf.harness.evaluate.evaluate")
     keys = [(j.task_id, j.candidate_id) for j in jobs]
     if len(set(keys)) != len(keys):
         raise ValueError("two jobs share a (task_id, candidate_id) key")
+    torch_jobs = [j for j in jobs if getattr(by_id[j.task_id], "kind", None) == "pytorch"]
+    if torch_jobs:  # PyTorch tasks: their own per-GPU path (cudaperf.harness.batch_pytorch), after the C tasks
+        from cudaperf.harness.batch_pytorch import TRUSTED_PARALLEL_RUNS, run_pytorch_batch
+
+        t_all = time.monotonic()
+        c_jobs = [j for j in jobs if getattr(by_id[j.task_id], "kind", None) != "pytorch"]
+        first = run_batch([t for t in tasks if getattr(t, "kind", None) != "pytorch"], c_jobs, store,
+                          settings=settings, gpus=gpus, compile_workers=compile_workers, progress=progress,
+                          prepare_ahead=prepare_ahead, prepare_workers=prepare_workers, seed_of=seed_of,
+                          max_seconds=max_seconds, overlap_compile=overlap_compile) if c_jobs else None
+        store = store if isinstance(store, ResultStore) else ResultStore(store)
+        left = None if max_seconds is None else max(0.0, max_seconds - (time.monotonic() - t_all))
+        settings = settings or HarnessSettings()
+        pt = run_pytorch_batch(by_id, torch_jobs, store, settings=settings, seed_of=seed_of, gpus=gpus,
+                               progress=progress, max_seconds=left, compile_baseline=compile_baseline,
+                               parallel=TRUSTED_PARALLEL_RUNS if settings.pipeline_candidates else 1)
+        latest = store.latest()
+        pt_results = tuple(latest[(j.task_id, j.candidate_id)] for j in torch_jobs
+                           if (j.task_id, j.candidate_id) in latest)
+        n_gpus = tuple(range(gpu_count())) if gpus is None else tuple(gpus)
+        if first is None:
+            return BatchSummary(n_jobs=len(jobs), n_skipped=pt.n_skipped, n_compiled=pt.n_done, compile_wall_s=0.0,
+                                run_wall_s=pt.wall_s, n_run=pt.n_done, gpus=n_gpus, results=pt_results,
+                                n_not_started=pt.not_started, pytorch=pt)
+        return replace(first, n_jobs=len(jobs), n_skipped=first.n_skipped + pt.n_skipped,
+                       run_wall_s=first.run_wall_s + pt.wall_s, n_run=first.n_run + pt.n_done,
+                       results=first.results + pt_results, n_not_started=first.n_not_started + pt.not_started,
+                       pytorch=pt)
     t_call = time.monotonic()
     out_of_time = lambda: max_seconds is not None and time.monotonic() - t_call > max_seconds  # noqa: E731
     done = store.done_keys()

@@ -110,7 +110,7 @@ def test_evaluate_gives_a_speedup_over_eager(relu_prepared):
 
 
 def test_every_family_variant_is_correct_through_the_dataset_measurement(tmp_path):
-    """One problem of every PyTorch family, measured as the dataset is (cudaperf.dataset.measure_pytorch: runner
+    """One problem of every PyTorch family, measured as the dataset is (cudaperf.harness.batch_pytorch: runner
     processes started together, taking turns on the GPU): every variant matches the reference and is timed
     against eager PyTorch."""
     from cudaperf.dataset.build import build, torch_family_names
@@ -126,7 +126,7 @@ def test_every_family_variant_is_correct_through_the_dataset_measurement(tmp_pat
     cands = select_candidates(ds)
     summary = measure(ds, cands, store_path=tmp_path / "run.jsonl", run_id="gpu", gpus=[0],
                       settings=MEASURE_SETTINGS)
-    assert summary.pytorch.n_done == len(cands)
+    assert summary.batch.pytorch.n_done == len(cands)
     rows = {m["candidate_id"]: m for m in ds.measurements}
     bad = {k: (m["status"], m["failure"]) for k, m in rows.items() if not (m["status"] == "scored" and m["correct"])}
     assert not bad, bad

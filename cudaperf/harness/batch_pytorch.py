@@ -1,0 +1,195 @@
+"""The PyTorch part of a batch: PyTorch tasks' candidates on the local GPUs (``run_batch`` hands them here).
+
+Per task, on one GPU: the trusted reference runs the hidden trials, the eager baseline is timed once (and
+``torch.compile``'s when asked), then the task's candidates run through the sandboxed runner of
+:mod:`cudaperf.harness.run_pytorch`, in a fast-path library (prebuilt here) or as ``ModelNew`` source.
+
+A runner spends seconds importing torch and making a CUDA context before it touches the GPU. With ``parallel``
+> 1 (trusted candidates only: a dataset's own variants, as with ``pipeline_candidates``) that many runners of a
+task start together and take turns on the GPU (a lock per GPU held for each one's trials and for its timing,
+re-check and profiled call): the set-up overlaps, the GPU work never does. Untrusted candidates run one at a
+time. Fast-path builds (sandboxed nvcc, at niceness 19, paused while anything is timed) run ahead of the GPU
+workers on half the cores.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from cudaperf.harness.quiet import HOST
+from cudaperf.harness.result import EvaluationResult
+from cudaperf.harness.settings import HarnessSettings
+from cudaperf.harness.store import ResultStore
+
+TRUSTED_PARALLEL_RUNS = 3
+"""Runner processes of one task started together on one GPU, for trusted candidates (``pipeline_candidates``)."""
+N_TRIALS = 3
+
+
+@dataclass(frozen=True)
+class PyTorchBatchSummary:
+    n_tasks: int
+    n_jobs: int
+    n_done: int
+    n_skipped: int
+    not_started: int
+    gpu_s: float
+    wall_s: float
+    per_task_s: dict[str, float]
+
+
+def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultStore, *,
+                      settings: HarnessSettings, seed_of: Callable[[str], int] | None = None,
+                      gpus: Sequence[int] | None = None, progress: Callable[[str, int, int], None] | None = None,
+                      max_seconds: float | None = None, compile_baseline: bool = False,
+                      parallel: int = 1) -> PyTorchBatchSummary:
+    """Evaluate ``jobs`` (:class:`~cudaperf.harness.executor.Job` of PyTorch tasks, task by task in their order)
+    and append one result per job to ``store``; jobs with a scored result there already are skipped.
+    ``seed_of(task_id)``: the seed of a task's trials (default: a fresh one per task). Without a GPU every job is
+    still checked and built, and its result is unscored with the reason."""
+    import torch
+
+    from cudaperf.harness.compile import compile_priority
+    from cudaperf.harness.environment import gpu_count
+    from cudaperf.harness.extract import extract_code
+    from cudaperf.harness.pytorch_reference import prepare_pytorch, time_reference
+    from cudaperf.harness.run_pytorch import evaluate_pytorch
+    from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate
+    from cudaperf.tasks.inputs import fresh_seed
+
+    t0 = time.monotonic()
+    done = store.done_keys()
+    todo = [j for j in jobs if (j.task_id, j.candidate_id) not in done]
+    by_task: dict[str, list[Any]] = defaultdict(list)
+    for j in todo:
+        by_task[j.task_id].append(j)
+    order = list(by_task)
+    if gpus is None:
+        gpus = list(range(gpu_count()))
+    if not gpus or not torch.cuda.is_available():
+        # Nothing can run: each candidate is still checked and built, and its result says why it is unscored.
+        for k, j in enumerate(todo, 1):
+            store.append(evaluate_pytorch(tasks[j.task_id], j.completion, settings, candidate_id=j.candidate_id))
+            if progress:
+                progress("pytorch-run", k, len(todo))
+        return PyTorchBatchSummary(n_tasks=len(order), n_jobs=len(jobs), n_done=len(todo),
+                                   n_skipped=len(jobs) - len(todo), not_started=0, gpu_s=0.0,
+                                   wall_s=time.monotonic() - t0, per_task_s={})
+
+    n_build = max(1, (os.cpu_count() or 2) // 2)
+    builds: dict[tuple[str, str], Future] = {}
+    n_built = [0]
+    lock = threading.Lock()
+
+    def build(completion: str):
+        """Build a fast-path unit ahead (evaluate_pytorch then finds it in the cache); other forms, and
+        candidates that fail the checks, are left to evaluate_pytorch."""
+        code = extract_code(completion).code
+        out = None
+        if code is not None and not _MODELNEW.search(code) and check_fast_candidate(code).ok:
+            with compile_priority(19):
+                out = build_fast_candidate(code, arch=settings.arch, flags=settings.nvcc_flags)
+        with lock:
+            n_built[0] += 1
+            if progress:
+                progress("pytorch-compile", n_built[0], len(todo))
+        return out
+
+    pool = ThreadPoolExecutor(max_workers=n_build, thread_name_prefix="cudaperf-torch-build")
+    for t in order:
+        for j in by_task[t]:
+            builds[(t, j.candidate_id)] = pool.submit(build, j.completion)
+
+    work: queue.Queue[str] = queue.Queue()
+    for t in order:
+        work.put(t)
+    n_done = [0]
+    per_task: dict[str, float] = {}
+    gpu_busy = [0.0]
+    errors: list[BaseException] = []
+
+    def record(res: EvaluationResult) -> None:
+        store.append(res)
+        with lock:
+            n_done[0] += 1
+            if progress:
+                progress("pytorch-run", n_done[0], len(todo))
+
+    def worker(gpu: int) -> None:
+        gpu_lock = threading.Lock()
+        runs = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix=f"cudaperf-torch-gpu{gpu}")
+        try:
+            with torch.cuda.device(gpu):
+                while True:
+                    if max_seconds is not None and time.monotonic() - t0 > max_seconds:
+                        return
+                    try:
+                        tid = work.get_nowait()
+                    except queue.Empty:
+                        return
+                    task, task_jobs = tasks[tid], by_task[tid]
+                    for j in task_jobs:
+                        builds[(tid, j.candidate_id)].result()  # built (cached) before the task takes the GPU
+                    ts = time.monotonic()
+                    try:
+                        with HOST.background():
+                            seed = seed_of(tid) if seed_of is not None else fresh_seed()
+                            prep = prepare_pytorch(task, seed, n_trials=N_TRIALS, device=f"cuda:{gpu}")
+                        with gpu_lock:
+                            eager = time_reference(prep, min_reps=settings.min_reps, max_reps=settings.max_reps,
+                                                   budget_ms=settings.budget_ms, cv_target=settings.cv_target,
+                                                   warmup_context=HOST.background, timing_context=HOST.timing)
+                            compiled = time_reference(prep, compiled=True, min_reps=settings.min_reps,
+                                                      max_reps=settings.max_reps, budget_ms=settings.budget_ms,
+                                                      cv_target=settings.cv_target, warmup_context=HOST.background,
+                                                      timing_context=HOST.timing) if compile_baseline else None
+                    except Exception as exc:  # noqa: BLE001 - the trusted reference failed: nobody's score
+                        why = f"the reference or its baseline failed: {type(exc).__name__}: {exc}"[:1000]
+                        for j in task_jobs:
+                            record(_unscored(task, j, settings, gpu, why))
+                        per_task[tid] = time.monotonic() - ts
+                        continue
+                    futs = [runs.submit(evaluate_pytorch, task, j.completion, settings, candidate_id=j.candidate_id,
+                                        prepared=prep, gpu_index=gpu, baseline=eager, compiled_baseline=compiled,
+                                        gpu_lock=gpu_lock if parallel > 1 else None) for j in task_jobs]
+                    for f in futs:
+                        record(f.result())
+                    per_task[tid] = time.monotonic() - ts
+                    with lock:
+                        gpu_busy[0] += per_task[tid]
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            errors.append(exc)
+        finally:
+            runs.shutdown(wait=True)
+
+    threads = [threading.Thread(target=worker, args=(g,), name=f"cudaperf-torch-worker{g}", daemon=True)
+               for g in gpus]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    pool.shutdown(wait=False, cancel_futures=True)
+    if errors:
+        raise errors[0]
+    left = sum(len(by_task[t]) for t in order if t not in per_task)
+    return PyTorchBatchSummary(n_tasks=len(order), n_jobs=len(jobs), n_done=n_done[0],
+                               n_skipped=len(jobs) - len(todo), not_started=left,
+                               gpu_s=gpu_busy[0], wall_s=time.monotonic() - t0, per_task_s=per_task)
+
+
+_MODELNEW = re.compile(r"\bclass\s+ModelNew\b")
+
+
+def _unscored(task, job, settings: HarnessSettings, gpu: int, why: str) -> EvaluationResult:
+    from cudaperf.harness.evaluate import base_result, unscored
+    from cudaperf.harness.extract import extract_code
+
+    return unscored(base_result(task, job.candidate_id, extract_code(job.completion).code, settings, gpu), why)
