@@ -26,7 +26,7 @@ err = Console(stderr=True)
 TASKS_HELP = ("Where tasks come from: a .jsonl/.parquet file or a task directory; 'builtin' (the bundled "
               "c_function examples, default); 'babeltower' or a path to BabelTower's unit_total_eval_cases.jsonl; "
               "'pytorch' (the project's PyTorch problems) or 'pytorch:PATH' (KernelBench-format .py files, e.g. "
-              "a KernelBench checkout's level1 directory; `evaluate` only for now).")
+              "a KernelBench checkout's level1 directory).")
 
 
 def _load(tasks: str) -> list[Task]:
