@@ -95,6 +95,21 @@ def test_adversarial_fast_candidates_are_rejected(relu_prepared, name, stage, ki
     assert words in out.failure.message
 
 
+def test_precision_downgrade_is_rejected_by_the_fp32_tolerance():
+    """linear_relu (K = 1024, TF32 off): the same tiled kernel passes in fp32 and fails with its inputs rounded to
+    fp16, the shortcut that tensor-core precision would take."""
+    from cudaperf.harness.pytorch_reference import prepare_pytorch
+    from cudaperf.tasks.pytorch import builtin_pytorch_dir, load_pytorch_tasks
+
+    task = next(t for t in load_pytorch_tasks(builtin_pytorch_dir()) if t.id == "linear_relu")
+    prepared = prepare_pytorch(task, seed=11, n_trials=2, device="cuda")
+    good = _run(prepared, "linear_relu.cu")
+    assert good.correct, good.failure
+    bad = _run(prepared, "hack_fp16_linear.cu")
+    assert not bad.correct and bad.stage.value == "ran" and bad.failure.kind.value == "wrong_output", bad.failure
+    assert "outside" in bad.failure.message
+
+
 def test_evaluate_gives_a_speedup_over_eager(relu_prepared):
     from cudaperf.harness.evaluate import evaluate
     from cudaperf.harness.run_pytorch import sandbox_python
