@@ -222,3 +222,20 @@ def test_runs_are_summarised_with_their_span(small):
     r1, r2 = run_summaries(small)
     assert (r1["run_id"], r1["n"], r1["n_scored"], r1["span_s"], r1["gpus"]) == ("r1", 3, 3, 20.0, ["NVIDIA H200"])
     assert (r2["n"], r2["n_scored"], r2["span_s"], r2["first"]) == (1, 0, None, None)
+
+
+def test_conditioning_check_flags_a_reference_that_fused_multiply_adds_change():
+    """elementwise_map_010 (cbrtf(x*y + 2) cancels near x*y = -2) failed on the H200 in all 8 of its variants;
+    the CPU check finds it by building the reference with FMA contraction, and passes a well-conditioned task."""
+    from cudaperf.dataset.validate import SETTINGS, conditioning_problem, host_has_fma
+    from cudaperf.harness.run_c_function import prepare_c_function
+
+    if not host_has_fma():
+        pytest.skip("this host has no FMA instructions")
+    why = {}
+    for index in (10, 0):
+        task = build_task(FAMILIES["elementwise_map"], index).task
+        prep = prepare_c_function(task, SETTINGS, seed=1234, time_baseline=True, defer_baseline=True)
+        why[index] = conditioning_problem(task, prep)
+    assert why[0] is None
+    assert "fused multiply-adds" in why[10] and "timing size" in why[10]

@@ -3,8 +3,12 @@
     python -m cudaperf.dataset.validate FAMILY [--compile-sample K] [--all]
 
 For every task: the task record validates; the trusted C reference builds with gcc and runs on the hidden-test
-and timing inputs (its time per call at the timing size is printed, and flagged outside 1..400 ms); every variant
-passes the harness's static checks and its paper features extract. For K sampled tasks (first, last, and
+and timing inputs (its time per call at the timing size is printed, and flagged outside 1..400 ms); the reference
+is *well-conditioned*: built again with fused multiply-adds (``-mfma -ffp-contract=fast``, what nvcc does on the
+GPU by default), its outputs on the same inputs, timing size included, stay within the task's tolerance (a task
+that fails this cannot be passed reliably by a correct translation: ``elementwise_map_010``, whose
+``cbrtf(x*y + 2)`` cancels near x*y = -2, is one); every variant passes the harness's static checks and its paper
+features extract. For K sampled tasks (first, last, and
 random ones; ``--all`` for every task) every variant is compiled and linked with nvcc exactly as the harness
 does. Running the variants needs a GPU: ``cudaperf dataset measure`` does that.
 """
@@ -26,12 +30,48 @@ from cudaperf.harness.settings import HarnessSettings
 SETTINGS = HarnessSettings(budget_ms=300.0, max_reps=10, min_reps=2)
 
 
+FMA_FLAGS = ("-mfma", "-ffp-contract=fast")
+
+
+def host_has_fma() -> bool:
+    try:
+        return any(line.startswith("flags") and " fma " in f" {line} " for line in open("/proc/cpuinfo"))
+    except OSError:
+        return False
+
+
+def conditioning_problem(task, prep, settings: HarnessSettings = SETTINGS) -> str | None:
+    """Why ``task``'s reference is ill-conditioned (None when it is not, or when this host has no FMA): its outputs
+    built with fused multiply-adds, on ``prep``'s inputs, differ from ``prep``'s expected ones beyond the tolerance."""
+    from dataclasses import replace
+
+    from cudaperf.harness.compare import describe_mismatch
+    from cudaperf.harness.run_c_function import compare_case
+
+    if not host_has_fma():
+        return None
+    fma = prepare_c_function(task, replace(settings, reference_flags=settings.reference_flags + FMA_FLAGS),
+                             seed=prep.seed, time_baseline=True, defer_baseline=True)
+    pairs = [("hidden test", prep.expected_tests, fma.expected_tests),
+             ("timing size", prep.expected_timing, fma.expected_timing)]
+    for where, want, got in pairs:
+        for k, (e, g) in enumerate(zip(want, got)):
+            m = compare_case(task, e, g)
+            if m is not None:
+                return (f"the reference built with fused multiply-adds differs beyond the tolerance ({where} {k}: "
+                        f"{describe_mismatch(m)}): a correct GPU translation can fail; change the task")
+    return None
+
+
 def check_task(bt: BuiltTask, compile_variants: bool) -> list[str]:
     problems: list[str] = []
     prep = prepare_c_function(bt.task, SETTINGS, seed=1234, time_baseline=True)
     ms = prep.baseline_timing.median_ms if prep.baseline_timing else float("nan")
     if not (1.0 <= ms <= 400.0):
         problems.append(f"reference takes {ms:.2f} ms per call at the timing size (want 1..400 ms)")
+    cond = conditioning_problem(bt.task, prep)
+    if cond:
+        problems.append(cond)
     for v in bt.variants:
         chk = check_candidate(bt.task, v.code, v.name, SETTINGS)
         if chk.result is not None:
