@@ -164,7 +164,8 @@ def compare_outputs(task: PyTorchTask, expected: Sequence[Any], got: Sequence[An
 
 def time_reference(prepared: PreparedPyTorch, *, compiled: bool = False, min_reps: int = 5, max_reps: int = 100,
                    budget_ms: float = 2000.0, cv_target: float = 0.02, warmup: int = 3,
-                   l2_flush_bytes: int | None = None, warmup_context: Callable[[], AbstractContextManager] | None = None,
+                   l2_flush_bytes: int | None = None,
+                   warmup_context: Callable[[], AbstractContextManager] | None = None,
                    timing_context: Callable[[], AbstractContextManager] | None = None):
     """The eager (or ``torch.compile``) baseline on the GPU, timed as candidates are: calls rotating over the
     trials' inputs, fresh copies and an L2 flush before each call (untimed), CUDA events with a device-wide

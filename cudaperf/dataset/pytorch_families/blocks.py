@@ -8,6 +8,7 @@ from cudaperf.dataset.pytorch_families.common import (
     GeneratedTorchTask,
     TorchVariant,
     check_tags,
+    problem_source,
     rng_for,
     task_id,
 )
@@ -211,29 +212,6 @@ def _linear_variants(act_c: str) -> list[TorchVariant]:
             for name, tags, kernel, launch in specs]
 
 
-_LIN_SOURCE = '''import torch
-from torch import nn
-
-
-class Model(nn.Module):
-    """y = {doc}: nn.Linear({in_f}, {out_f}) then {act}, over a ({batch}, {in_f}) input (scale {spread})."""
-
-    def __init__(self):
-        super().__init__()
-        self.linear = nn.Linear({in_f}, {out_f})
-
-    def forward(self, x):
-        return {expr}
-
-
-def get_inputs():
-    return [torch.randn({batch}, {in_f}) * {spread}]
-
-
-def get_init_inputs():
-    return []
-'''
-
 
 def linear_act(index: int) -> GeneratedTorchTask:
     rng = rng_for("linear_act", index)
@@ -243,8 +221,10 @@ def linear_act(index: int) -> GeneratedTorchTask:
     act = str(rng.choice(sorted(ACTIVATIONS)))
     spread = round(float(rng.uniform(0.5, 2.0)), 3)
     expr = ACTIVATIONS[act][0].format(v="self.linear(x)")
-    source = _LIN_SOURCE.format(doc=ACTIVATIONS[act][0].format(v="x @ W.T + b").replace("torch.nn.functional.", "F."),
-                                in_f=in_f, out_f=out_f, act=act, batch=batch, expr=expr, spread=spread)
+    doc = ACTIVATIONS[act][0].format(v="x @ W.T + b").replace("torch.nn.functional.", "F.")
+    source = problem_source(f"y = {doc}: nn.Linear({in_f}, {out_f}) then {act}, over a ({batch}, {in_f}) input "
+                            f"(scale {spread}).", expr, f"torch.randn({batch}, {in_f}) * {spread}",
+                            init_body=f"self.linear = nn.Linear({in_f}, {out_f})")
     tid = task_id("linear_act", index)
     # Each output is a dot product of up to 1024 terms of size ~|x|/sqrt(in_features) (nn.Linear's init) plus a
     # bias: values of order 1 (|x| ~ spread <= 2), and fp32 sums of them in another order (tiles, shuffles,
@@ -510,33 +490,6 @@ def _layer_norm_variants(eps: float) -> list[TorchVariant]:
             for name, tags, kernel, launch in specs]
 
 
-_LN_SOURCE = '''import torch
-from torch import nn
-
-
-class Model(nn.Module):
-    """y = LayerNorm({cols}, eps={eps})(x) over a ({rows}, {cols}) input, with a weight and bias drawn at init."""
-
-    def __init__(self):
-        super().__init__()
-        self.ln = nn.LayerNorm({cols}, eps={eps})
-        g = torch.Generator().manual_seed({init_seed})
-        with torch.no_grad():
-            self.ln.weight.uniform_(0.5, 1.5, generator=g)
-            self.ln.bias.uniform_(-0.5, 0.5, generator=g)
-
-    def forward(self, x):
-        return self.ln(x)
-
-
-def get_inputs():
-    return [torch.randn({rows}, {cols}) * {spread} + {shift}]
-
-
-def get_init_inputs():
-    return []
-'''
-
 
 def layer_norm(index: int) -> GeneratedTorchTask:
     rng = rng_for("layer_norm", index)
@@ -546,7 +499,14 @@ def layer_norm(index: int) -> GeneratedTorchTask:
     spread = round(float(rng.uniform(0.5, 2.0)), 3)
     shift = round(float(rng.uniform(-1.0, 1.0)), 3)
     init_seed = int(rng.integers(1, 2**31 - 1))
-    source = _LN_SOURCE.format(rows=rows, cols=cols, eps=repr(eps), init_seed=init_seed, spread=spread, shift=shift)
+    source = problem_source(
+        f"y = LayerNorm({cols}, eps={eps!r})(x) over a ({rows}, {cols}) input, with a weight and bias drawn at init.",
+        "self.ln(x)", f"torch.randn({rows}, {cols}) * {spread} + {shift}",
+        init_body=(f"self.ln = nn.LayerNorm({cols}, eps={eps!r})\n"
+                   f"g = torch.Generator().manual_seed({init_seed})\n"
+                   "with torch.no_grad():\n"
+                   "    self.ln.weight.uniform_(0.5, 1.5, generator=g)\n"
+                   "    self.ln.bias.uniform_(-0.5, 0.5, generator=g)"))
     tid = task_id("layer_norm", index)
     # Outputs are of order 1 (|x - mean| * rstd below ~6, times a weight up to 1.5, plus a bias). Mean and variance
     # are sums of up to 4096 floats, so another summation order (sequential, trees, shuffles, Welford) moves them by
@@ -752,28 +712,6 @@ def _col_variants(reducer: str, elem: str) -> list[TorchVariant]:
             for name, tags, kernel, launch in specs]
 
 
-_COL_SOURCE = '''import torch
-from torch import nn
-
-
-class Model(nn.Module):
-    """y = {doc} over a ({rows}, {cols}) input: one value per column."""
-
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return {expr}
-
-
-def get_inputs():
-    return [torch.randn({rows}, {cols})]
-
-
-def get_init_inputs():
-    return []
-'''
-
 
 def col_reduce(index: int) -> GeneratedTorchTask:
     rng = rng_for("col_reduce", index)
@@ -785,7 +723,9 @@ def col_reduce(index: int) -> GeneratedTorchTask:
     m_t = ACTIVATIONS[act][0].format(v=f"x * {scale_in}")
     m_c = ACTIVATIONS[act][1].format(v=f"v * {scale_in}f")
     t_expr = COL_REDUCERS[reducer][0].format(m=m_t)
-    source = _COL_SOURCE.format(doc=t_expr.replace("torch.nn.functional.", "F."), rows=rows, cols=cols, expr=t_expr)
+    doc = t_expr.replace("torch.nn.functional.", "F.")
+    source = problem_source(f"y = {doc} over a ({rows}, {cols}) input: one value per column.", t_expr,
+                            f"torch.randn({rows}, {cols})")
     tid = task_id("col_reduce", index)
     if reducer == "sum":
         # sums of thousands of floats in another order differ in the last bits of every partial sum: row_reduce's

@@ -57,3 +57,34 @@ TASK_PREFIX = "pt_"
 
 def task_id(family: str, index: int) -> str:
     return f"{TASK_PREFIX}{family}_{index:03d}"
+
+
+def problem_source(doc: str, expr: str, inputs: str, *, forward_args: str = "x", init_args: str = "",
+                   init_body: str = "", init_inputs: str = "", batch_size: int | None = None) -> str:
+    """A KernelBench-format problem: ``Model`` (docstring ``doc``; ``__init__(self{init_args})`` running
+    ``init_body``, lines indented by 8 spaces; ``forward(self, {forward_args})`` returning ``expr``), an optional
+    module-level ``batch_size`` (which makes the harness alternate two input sizes), ``get_inputs()`` returning
+    ``[inputs]`` and ``get_init_inputs()`` returning ``[init_inputs]``."""
+    body = "".join(f"\n        {line}" if line else "\n" for line in init_body.splitlines())
+    glob = f"\n\nbatch_size = {batch_size}\n" if batch_size is not None else ""
+    return f'''import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    """{doc}"""
+
+    def __init__(self{init_args}):
+        super().__init__(){body}
+
+    def forward(self, {forward_args}):
+        return {expr}
+{glob}
+
+def get_inputs():
+    return [{inputs}]
+
+
+def get_init_inputs():
+    return [{init_inputs}]
+'''

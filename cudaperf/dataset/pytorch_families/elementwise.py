@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from cudaperf.dataset.pytorch_families.common import ACTIVATIONS, GeneratedTorchTask, TorchVariant, check_tags, rng_for, task_id
+from cudaperf.dataset.pytorch_families.common import (ACTIVATIONS, GeneratedTorchTask, TorchVariant, check_tags,
+                                                      problem_source, rng_for, task_id)
 from cudaperf.tasks.pytorch import PyTorchTask
 
 def _chain(rng: np.random.Generator, n_inputs: int) -> tuple[str, str, dict]:
@@ -116,27 +117,9 @@ def elementwise_chain(index: int) -> GeneratedTorchTask:
     cols = int(rng.choice([777, 1024, 2047, 4096, 4099]))
     t_expr, c_expr, params = _chain(rng, n_inputs)
     names = ["x", "z", "w"][:n_inputs]
-    source = f'''import torch
-from torch import nn
-
-
-class Model(nn.Module):
-    """y = {t_expr.replace("torch.nn.functional.", "F.")} element-wise over {n_inputs} input(s) of shape ({rows}, {cols})."""
-
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, {", ".join(names)}):
-        return {t_expr}
-
-
-def get_inputs():
-    return [{", ".join(f"torch.randn({rows}, {cols})" for _ in names)}]
-
-
-def get_init_inputs():
-    return []
-'''
+    doc = t_expr.replace("torch.nn.functional.", "F.")
+    source = problem_source(f"y = {doc} element-wise over {n_inputs} input(s) of shape ({rows}, {cols}).", t_expr,
+                            ", ".join(f"torch.randn({rows}, {cols})" for _ in names), forward_args=", ".join(names))
     tid = task_id("elementwise_chain", index)
     task = PyTorchTask(id=tid, source=source, path=f"<generated {tid}>",
                        description=f"elementwise chain {params['acts']} over {n_inputs} input(s)")

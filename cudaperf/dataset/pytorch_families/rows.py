@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from cudaperf.dataset.pytorch_families.common import ACTIVATIONS, GeneratedTorchTask, TorchVariant, check_tags, rng_for, task_id
+from cudaperf.dataset.pytorch_families.common import (ACTIVATIONS, GeneratedTorchTask, TorchVariant, check_tags,
+                                                      problem_source, rng_for, task_id)
 from cudaperf.tasks.pytorch import DtypeTolerance, PyTorchTask
 
 # reducer: (torch expression over the row-wise mapped tensor m, CUDA element map of v, final scale of the sum)
@@ -119,28 +120,6 @@ def _row_variants(elem: str, scale: str) -> list[TorchVariant]:
             for name, tags, kernel, launch in specs]
 
 
-_ROW_SOURCE = '''import torch
-from torch import nn
-
-
-class Model(nn.Module):
-    """y = {doc} over a ({rows}, {cols}) input: one value per row."""
-
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return {expr}
-
-
-def get_inputs():
-    return [torch.randn({rows}, {cols})]
-
-
-def get_init_inputs():
-    return []
-'''
-
 
 def row_reduce(index: int) -> GeneratedTorchTask:
     rng = rng_for("row_reduce", index)
@@ -152,7 +131,9 @@ def row_reduce(index: int) -> GeneratedTorchTask:
     m_t = ACTIVATIONS[act][0].format(v=f"x * {scale_in}")
     m_c = ACTIVATIONS[act][1].format(v=f"v * {scale_in}f")
     t_expr = REDUCERS[reducer][0].format(m=m_t)
-    source = _ROW_SOURCE.format(doc=t_expr.replace("torch.nn.functional.", "F."), rows=rows, cols=cols, expr=t_expr)
+    doc = t_expr.replace("torch.nn.functional.", "F.")
+    source = problem_source(f"y = {doc} over a ({rows}, {cols}) input: one value per row.", t_expr,
+                            f"torch.randn({rows}, {cols})")
     tid = task_id("row_reduce", index)
     # Sums of thousands of floats in another order (trees, shuffles, atomics) differ from the reference's in the
     # last bits of every partial sum: an absolute term of 1e-2 and a relative one of 1e-3, as KernelBench allows.
@@ -301,28 +282,6 @@ def _softmax_variants(inv_temp: float) -> list[TorchVariant]:
             for name, tags, kernel, launch in specs]
 
 
-_SOFTMAX_SOURCE = '''import torch
-from torch import nn
-
-
-class Model(nn.Module):
-    """y = softmax(x * {inv_temp}, dim=1) over a ({rows}, {cols}) input."""
-
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return torch.softmax(x * {inv_temp}, dim=1)
-
-
-def get_inputs():
-    return [torch.randn({rows}, {cols}) * {spread}]
-
-
-def get_init_inputs():
-    return []
-'''
-
 
 def row_softmax(index: int) -> GeneratedTorchTask:
     rng = rng_for("row_softmax", index)
@@ -330,7 +289,8 @@ def row_softmax(index: int) -> GeneratedTorchTask:
     cols = int(rng.choice([97, 512, 1000, 2049, 4096]))
     inv_temp = round(float(rng.uniform(0.5, 3.0)), 3)
     spread = round(float(rng.uniform(0.5, 4.0)), 3)
-    source = _SOFTMAX_SOURCE.format(inv_temp=inv_temp, rows=rows, cols=cols, spread=spread)
+    source = problem_source(f"y = softmax(x * {inv_temp}, dim=1) over a ({rows}, {cols}) input.",
+                            f"torch.softmax(x * {inv_temp}, dim=1)", f"torch.randn({rows}, {cols}) * {spread}")
     tid = task_id("row_softmax", index)
     # probabilities are at most 1: an absolute term of 1e-6 with the usual relative one
     task = PyTorchTask(id=tid, source=source, path=f"<generated {tid}>", description="row softmax",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 
 from cudaperf.dataset.pytorch_families.common import (ACTIVATIONS, GeneratedTorchTask, TorchVariant, check_tags,
-                                                      rng_for, task_id)
+                                                      problem_source, rng_for, task_id)
 from cudaperf.tasks.pytorch import DtypeTolerance, PyTorchTask
 
 
@@ -30,31 +30,6 @@ def _act_c(act: str, v: str) -> str:
 def _act_t(act: str, v: str) -> str:
     return v if act == "none" else ACTIVATIONS[act][0].format(v=v)
 
-
-_PROBLEM = '''import torch
-from torch import nn
-
-
-class Model(nn.Module):
-    """{doc}"""
-
-    def __init__(self{init_args}):
-        super().__init__(){init_body}
-
-    def forward(self, x):
-        return {expr}
-
-
-batch_size = {batch}
-
-
-def get_inputs():
-    return [torch.randn({shape})]
-
-
-def get_init_inputs():
-    return [{init_inputs}]
-'''
 
 _SPATIAL_ENTRY = """
 extern "C" int kernel_forward(const TensorArg* in, int n_in, TensorArg* out, int n_out, cudaStream_t stream) {{
@@ -259,8 +234,7 @@ def pool2d(index: int) -> GeneratedTorchTask:
     expr = _act_t(act, pool_t)
     ho = (h - k) // s + 1
     doc = f"y = {expr.replace('torch.nn.functional.', 'F.')}: (batch_size, {c}, {h}, {h}) -> (.., {ho}, {ho})."
-    source = _PROBLEM.format(doc=doc, init_args="", init_body="", expr=expr, batch=n,
-                             shape=f"batch_size, {c}, {h}, {h}", init_inputs="")
+    source = problem_source(doc, expr, f"torch.randn(batch_size, {c}, {h}, {h})", batch_size=n)
     tid = task_id("pool2d", index)
     # max pooling is exact; an average of K * K <= 9 values summed in the reference's order, then divided, is within
     # an ulp or two, and the activations differ from torch's by a few ulps: 1e-5 absolute and relative.
@@ -504,10 +478,10 @@ def depthwise_conv2d(index: int) -> GeneratedTorchTask:
     expr = _act_t(act, "self.conv(x)")
     doc = (f"y = {expr.replace('torch.nn.functional.', 'F.')}, a depthwise {k}x{k} convolution ({c} groups, padding "
            f"{k // 2}, bias) of (batch_size, {c}, {h}, {h}).")
-    init_body = ("\n        self.conv = nn.Conv2d(channels, channels, kernel_size, padding=kernel_size // 2, "
-                 "groups=channels, bias=True)")
-    source = _PROBLEM.format(doc=doc, init_args=", channels, kernel_size", init_body=init_body, expr=expr, batch=n,
-                             shape=f"batch_size, {c}, {h}, {h}", init_inputs=f"{c}, {k}")
+    source = problem_source(doc, expr, f"torch.randn(batch_size, {c}, {h}, {h})", batch_size=n,
+                            init_args=", channels, kernel_size", init_inputs=f"{c}, {k}",
+                            init_body="self.conv = nn.Conv2d(channels, channels, kernel_size, "
+                                      "padding=kernel_size // 2, groups=channels, bias=True)")
     tid = task_id("depthwise_conv2d", index)
     # sums of at most 25 products of O(1) values plus a bias, in another order than the reference's (cuDNN or
     # PyTorch's depthwise kernels): a few ulps; 1e-4 absolute and relative
@@ -794,8 +768,7 @@ def row_cumsum(index: int) -> GeneratedTorchTask:
     # terms and ~ 16 mag for positive ones: far outside.
     atol = float(f"{4 * 2.0 ** -24 * cols ** 1.5 * mag:.3g}")
     doc = f"y = torch.cumsum({f_t.replace('torch.nn.functional.', 'F.')}, dim=1) over a (batch_size, {cols}) input."
-    source = _PROBLEM.format(doc=doc, init_args="", init_body="", expr=f"torch.cumsum({f_t}, dim=1)", batch=rows,
-                             shape=f"batch_size, {cols}", init_inputs="")
+    source = problem_source(doc, f"torch.cumsum({f_t}, dim=1)", f"torch.randn(batch_size, {cols})", batch_size=rows)
     tid = task_id("row_cumsum", index)
     task = PyTorchTask(id=tid, source=source, path=f"<generated {tid}>", description=f"row cumsum of {f}",
                        tolerance=DtypeTolerance(fp32=(atol, 1e-4)))
