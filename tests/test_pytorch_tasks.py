@@ -90,6 +90,8 @@ GOOD = (Path(__file__).parent / "fixtures" / "pytorch" / "relu_modelnew.py").rea
     (("class ModelNew", "torch.cuda.synchronize = lambda: None\n\nclass ModelNew"), "monkey-patching"),
     (("relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);", ""), "never launched"),
     (("class ModelNew", "class Other"), "no class ModelNew"),
+    (("class ModelNew(torch.nn.Module)", "class ModelNew(Model)"), "subclassing the reference Model"),
+    (("    def forward(self, x):", "    def forward_unused(self, x):"), "defines no forward"),
 ])
 def test_hacks_are_rejected(edit, expect):
     assert check_pytorch_candidate(GOOD).ok, check_pytorch_candidate(GOOD).reasons

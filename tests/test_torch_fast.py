@@ -100,6 +100,11 @@ def test_library_loads_and_a_failing_call_is_reported():
     (("__global__", "#define cudaStreamSynchronize(s) 0\n__global__"), "redefining CUDA"),
     (("__global__", "__attribute__((constructor)) static void early() {}\n__global__"), "constructor"),
     (("long long n = in[0].numel;", "long long n = in[0].numel; void* h = dlopen(0, 0);"), "dlopen"),
+    (("long long n = in[0].numel;", "long long n = in[0].numel; "
+      "cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 1 << 20);"), "persisting-L2"),
+    (("long long n = in[0].numel;", "long long n = in[0].numel; cudaStreamAttrValue v = {}; "
+      "v.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting; "
+      "cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &v);"), "persisting-L2"),
 ])
 def test_fast_candidates_get_the_static_checks(edit, expect):
     assert check_fast_candidate(ADD).ok, check_fast_candidate(ADD).reasons

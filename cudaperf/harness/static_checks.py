@@ -115,6 +115,11 @@ def check_source(code: str, *, kind: str = "c_function", kernel_name: str | None
     for name, why in FORBIDDEN_CALLS.items():
         if re.search(rf"(?<![\w.:>])(?:std::)?{name}\s*\(", text):
             reasons.append(f"calls {name}(): {why}, which candidates may not do")
+    l2 = re.search(r"\b(cudaLimitPersistingL2CacheSize|\w*AccessPolicyWindow|accessPolicyWindow|"
+                   r"cudaAccessPropertyPersisting)\b", text)
+    if l2:
+        reasons.append(f"uses {l2.group(1)}: persisting-L2 controls keep data in L2 across the harness's cache flush "
+                       "between timed calls")
     if re.search(r"\bstd::(thread|jthread|async)\b", text):
         reasons.append("uses std::thread/std::async: host threads are not allowed")
     if re.search(r"\b(?:std::)?(?:[io]?fstream|filebuf|filesystem)\b", text):

@@ -241,6 +241,14 @@ def check_pytorch_candidate(source: str) -> PyTorchCheck:
     classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     if "ModelNew" not in classes:
         reasons.append("no class ModelNew")
+    else:
+        cls = classes["ModelNew"]
+        bases = [_dotted(b) for b in cls.bases]
+        if any(b not in ("nn.Module", "torch.nn.Module", "Module") for b in bases):
+            reasons.append(f"line {cls.lineno}: ModelNew subclasses {', '.join(bases)}: it must derive from "
+                           "nn.Module only (subclassing the reference Model inherits its torch forward)")
+        if not any(isinstance(n, ast.FunctionDef) and n.name == "forward" for n in cls.body):
+            reasons.append(f"line {cls.lineno}: ModelNew defines no forward of its own")
     strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     cuda = "\n".join(s for s in strings if "__global__" in s)
     if not _GLOBAL.search(cuda):
