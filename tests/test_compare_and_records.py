@@ -78,3 +78,11 @@ def test_store_appends_resumes_and_survives_a_torn_line(tmp_path):
     s.append(_result("c"))
     assert {r.candidate_id for r in s.read()} == {"a", "b", "c"}
     assert s.done_keys() == {("t", "a"), ("t", "c")}  # unscored results are retried
+
+
+def test_a_speedup_beyond_the_plausibility_bound_is_flagged_not_dropped():
+    from cudaperf.harness.settings import HarnessSettings, speedup_flag
+
+    s = HarnessSettings(plausible_speedup=1000.0)
+    assert speedup_flag(999.0, s) is None
+    assert "exceeds the plausibility bound 1000x" in speedup_flag(25_000.0, s)

@@ -30,7 +30,7 @@ from cudaperf.harness.result import (
 )
 from cudaperf.harness.run_c_function import HarnessError, prepare_c_function, run_c_function
 from cudaperf.harness.sandbox import sandbox_level
-from cudaperf.harness.settings import HarnessSettings
+from cudaperf.harness.settings import HarnessSettings, speedup_flag
 from cudaperf.harness.static_checks import check_source
 from cudaperf.tasks.inputs import fresh_seed
 from cudaperf.tasks.schema import CFunctionTask, CProgramTask, CudaKernelTask, Task
@@ -233,11 +233,8 @@ def c_function_result(res: EvaluationResult, prepared, out, settings: HarnessSet
         res = replace(res, status="unscored")
     if out.candidate_timing is not None and prepared.baseline_timing is not None:
         speedup = prepared.baseline_timing.median_ms / max(out.candidate_timing.median_ms, 1e-6)
-        flag = None
-        if speedup > settings.plausible_speedup:
-            flag = (f"speedup {speedup:.0f}x exceeds the plausibility bound "
-                    f"{settings.plausible_speedup:.0f}x: audit before trusting")
-        res = replace(res, baseline_timing=prepared.baseline_timing, speedup=speedup, speedup_flag=flag)
+        res = replace(res, baseline_timing=prepared.baseline_timing, speedup=speedup,
+                      speedup_flag=speedup_flag(speedup, settings))
     return res
 
 

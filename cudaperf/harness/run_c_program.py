@@ -31,7 +31,7 @@ from cudaperf.harness.result import (
 )
 from cudaperf.harness.run_c_function import HarnessError
 from cudaperf.harness.sandbox import SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env, share_file
-from cudaperf.harness.settings import HarnessSettings
+from cudaperf.harness.settings import HarnessSettings, speedup_flag
 from cudaperf.tasks.inputs import fresh_seed
 from cudaperf.tasks.schema import CProgramTask, Tolerance
 
@@ -236,7 +236,5 @@ def run_program_candidate(task: CProgramTask, build: BuildOutcome, res: Evaluati
                        memset_ms=last_probe.get("memset_ns", 0) / 1e6, htod_bytes=last_probe.get("htod_bytes"),
                        dtoh_bytes=last_probe.get("dtoh_bytes"))
     speedup = prepared.baseline_timing.median_ms / max(timing.median_ms, 1e-6)
-    flag = (f"speedup {speedup:.0f}x exceeds the plausibility bound {settings.plausible_speedup:.0f}x: audit"
-            if speedup > settings.plausible_speedup else None)
     return replace(res, stage=Stage.TIMED, candidate_timing=timing, baseline_timing=prepared.baseline_timing,
-                   speedup=speedup, speedup_flag=flag, gpu_evidence=evidence)
+                   speedup=speedup, speedup_flag=speedup_flag(speedup, settings), gpu_evidence=evidence)

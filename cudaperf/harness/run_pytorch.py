@@ -30,7 +30,7 @@ from cudaperf.harness.quiet import HOST
 from cudaperf.harness.result import Failure, FailureKind, Stage, TimingStats
 from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env,
                                       share_file)
-from cudaperf.harness.settings import HarnessSettings
+from cudaperf.harness.settings import HarnessSettings, speedup_flag
 
 RUNNER = Path(__file__).parent / "native" / "torch_runner.py"
 EXIT_NO_GPU = 5
@@ -340,7 +340,8 @@ def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candid
     if out.failure is not None and out.failure.attributed_to == "harness":
         res = replace(res, status="unscored")
     if out.timing is not None and eager is not None:
-        res = replace(res, baseline_timing=eager, speedup=eager.median_ms / max(out.timing.median_ms, 1e-6),
+        speedup = eager.median_ms / max(out.timing.median_ms, 1e-6)
+        res = replace(res, baseline_timing=eager, speedup=speedup, speedup_flag=speedup_flag(speedup, settings),
                       compiled_baseline_timing=compiled_baseline)
     durations.update(run_s=out.run_s, total_s=time.monotonic() - t0)
     return replace(res, durations_s=durations)

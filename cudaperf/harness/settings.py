@@ -74,3 +74,11 @@ class HarnessSettings:
                 f"{self.min_reps}..{self.max_reps} reps until cv < {self.cv_target} or {self.budget_ms:.0f} ms"
                 + (f", in {self.timing_rounds} windows interleaved with the task's other candidates and the "
                    f"baseline" if self.timing_rounds > 1 else ""))
+
+
+def speedup_flag(speedup: float, settings: HarnessSettings) -> str | None:
+    """The audit mark of a speedup beyond ``settings.plausible_speedup`` (kept, never clamped away), or None."""
+    if speedup > settings.plausible_speedup:
+        return (f"speedup {speedup:.0f}x exceeds the plausibility bound {settings.plausible_speedup:.0f}x: audit "
+                "before trusting")
+    return None
