@@ -44,6 +44,8 @@ class PyTorchBatchSummary:
     gpu_s: float
     wall_s: float
     per_task_s: dict[str, float]
+    n_gpu_runs: int = 0
+    """Jobs that ran on a GPU (0 without one: then every result is unscored after its build)."""
 
 
 def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultStore, *,
@@ -82,7 +84,7 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
                 progress("pytorch-run", k, len(todo))
         return PyTorchBatchSummary(n_tasks=len(order), n_jobs=len(jobs), n_done=len(todo),
                                    n_skipped=len(jobs) - len(todo), not_started=0, gpu_s=0.0,
-                                   wall_s=time.monotonic() - t0, per_task_s={})
+                                   wall_s=time.monotonic() - t0, per_task_s={}, n_gpu_runs=0)
 
     n_build = max(1, (os.cpu_count() or 2) // 2)
     builds: dict[tuple[str, str], Future] = {}
@@ -182,7 +184,8 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
     left = sum(len(by_task[t]) for t in order if t not in per_task)
     return PyTorchBatchSummary(n_tasks=len(order), n_jobs=len(jobs), n_done=n_done[0],
                                n_skipped=len(jobs) - len(todo), not_started=left,
-                               gpu_s=gpu_busy[0], wall_s=time.monotonic() - t0, per_task_s=per_task)
+                               gpu_s=gpu_busy[0], wall_s=time.monotonic() - t0, per_task_s=per_task,
+                               n_gpu_runs=n_done[0])
 
 
 _MODELNEW = re.compile(r"\bclass\s+ModelNew\b")

@@ -143,10 +143,11 @@ def run_batch(
         n_gpus = tuple(range(gpu_count())) if gpus is None else tuple(gpus)
         if first is None:
             return BatchSummary(n_jobs=len(jobs), n_skipped=pt.n_skipped, n_compiled=pt.n_done, compile_wall_s=0.0,
-                                run_wall_s=pt.wall_s, n_run=pt.n_done, gpus=n_gpus, results=pt_results,
-                                n_not_started=pt.not_started, pytorch=pt)
+                                run_wall_s=pt.wall_s if pt.n_gpu_runs else 0.0, n_run=pt.n_gpu_runs, gpus=n_gpus,
+                                results=pt_results, n_not_started=pt.not_started, pytorch=pt)
         return replace(first, n_jobs=len(jobs), n_skipped=first.n_skipped + pt.n_skipped,
-                       run_wall_s=first.run_wall_s + pt.wall_s, n_run=first.n_run + pt.n_done,
+                       run_wall_s=first.run_wall_s + (pt.wall_s if pt.n_gpu_runs else 0.0),
+                       n_run=first.n_run + pt.n_gpu_runs,
                        results=first.results + pt_results, n_not_started=first.n_not_started + pt.not_started,
                        pytorch=pt)
     t_call = time.monotonic()

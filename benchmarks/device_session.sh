@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One step of the GPU work that the open issues still need, sized for the device tool's 10-minute calls.
+# Run from the repository root on the GPU machine, with OUT set to the folder whose files come back:
+#
+#   bash benchmarks/device_session.sh STEP
+#
+# Steps, in the order to run them (each fits one call; every log and store lands in $OUT):
+#   tests-torch   GPU tests of the PyTorch side (fast path, adversarial candidates, families through measure)
+#   tests-harness GPU tests of the C harness and the profile tier
+#   measure-pt    the dataset's PyTorch problems (families pt_*), 8 minutes at most
+#   measure-c     more C tasks, held-out ones first, 8 minutes at most
+#   remeasure     a 10 % re-measure (reproducibility within one machine), 8 minutes at most
+#   build-bench   the fast path against load_inline on the same five kernels
+# Then, on the CPU machine: `cudaperf dataset ingest $OUT/STORE.jsonl --run-id RUN` for each store.
+set -u
+step=${1:?usage: device_session.sh STEP (see the header)}
+: "${OUT:?set OUT to the output folder}"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+stamp=$(date -u +%Y%m%d)
+case "$step" in
+  tests-torch)
+    timeout 560 python -m pytest -v -m gpu tests/gpu/test_gpu_torch_fast.py tests/gpu/test_gpu_pytorch_fast.py \
+      -p no:cacheprovider --durations=0 > "$OUT/gpu_tests_torch.log" 2>&1
+    echo "rc=$?" >> "$OUT/gpu_tests_torch.log"; tail -3 "$OUT/gpu_tests_torch.log" ;;
+  tests-harness)
+    timeout 560 python -m pytest -v -m gpu tests/gpu/test_gpu_harness.py tests/gpu/test_gpu_profile.py \
+      -p no:cacheprovider --durations=0 > "$OUT/gpu_tests_harness.log" 2>&1
+    echo "rc=$?" >> "$OUT/gpu_tests_harness.log"; tail -3 "$OUT/gpu_tests_harness.log" ;;
+  measure-pt|measure-c|remeasure)
+    case "$step" in
+      measure-pt) args=(--families "$(python -c 'from cudaperf.dataset.build import torch_family_names as f; print(",".join(sorted(f())))')") ;;
+      measure-c) args=(--held-out-first) ;;
+      remeasure) args=(--remeasure --sample 0.1) ;;
+    esac
+    run="$stamp-$step"
+    timeout 570 python -m cudaperf.cli dataset measure "${args[@]}" --store "$OUT/$run.jsonl" --run-id "$run" \
+      --max-minutes 8 > "$OUT/$run.log" 2>&1
+    echo "rc=$?" >> "$OUT/$run.log"; tail -c 800 "$OUT/$run.log"; gzip -f "$OUT/$run.jsonl" ;;
+  build-bench)
+    timeout 560 python benchmarks/torch_build.py --out "$OUT/torch_build.json" --repeats 1 > "$OUT/torch_build.log" 2>&1
+    echo "rc=$?" >> "$OUT/torch_build.log"; tail -3 "$OUT/torch_build.log" ;;
+  *) echo "unknown step $step (see the header)"; exit 2 ;;
+esac
