@@ -224,9 +224,9 @@ def linear_act(index: int) -> GeneratedTorchTask:
     spread = round(float(rng.uniform(0.5, 2.0)), 3)
     expr = ACTIVATIONS[act][0].format(v="self.linear(x)")
     doc = ACTIVATIONS[act][0].format(v="x @ W.T + b").replace("torch.nn.functional.", "F.")
-    source = problem_source(f"y = {doc}: nn.Linear({in_f}, {out_f}) then {act}, over a ({batch}, {in_f}) input "
-                            f"(scale {spread}).", expr, f"torch.randn({batch}, {in_f}) * {spread}",
-                            init_body=f"self.linear = nn.Linear({in_f}, {out_f})")
+    source = problem_source(f"y = {doc}: nn.Linear({in_f}, {out_f}) then {act}, over a (batch_size, {in_f}) "
+                            f"input (scale {spread}).", expr, f"torch.randn(batch_size, {in_f}) * {spread}",
+                            init_body=f"self.linear = nn.Linear({in_f}, {out_f})", batch_size=batch)
     tid = task_id("linear_act", index)
     # Each output is a dot product of up to 1024 terms of size ~|x|/sqrt(in_features) (nn.Linear's init) plus a
     # bias: values of order 1 (|x| ~ spread <= 2), and fp32 sums of them in another order (tiles, shuffles,
@@ -502,8 +502,8 @@ def layer_norm(index: int) -> GeneratedTorchTask:
     shift = round(float(rng.uniform(-1.0, 1.0)), 3)
     init_seed = int(rng.integers(1, 2**31 - 1))
     source = problem_source(
-        f"y = LayerNorm({cols}, eps={eps!r})(x) over a ({rows}, {cols}) input, with a weight and bias drawn at init.",
-        "self.ln(x)", f"torch.randn({rows}, {cols}) * {spread} + {shift}",
+        f"y = LayerNorm({cols}, eps={eps!r})(x) over a (batch_size, {cols}) input, with a weight and bias drawn at "
+        "init.", "self.ln(x)", f"torch.randn(batch_size, {cols}) * {spread} + {shift}", batch_size=rows,
         init_body=(f"self.ln = nn.LayerNorm({cols}, eps={eps!r})\n"
                    f"g = torch.Generator().manual_seed({init_seed})\n"
                    "with torch.no_grad():\n"
@@ -726,8 +726,8 @@ def col_reduce(index: int) -> GeneratedTorchTask:
     m_c = ACTIVATIONS[act][1].format(v=f"v * {scale_in}f")
     t_expr = COL_REDUCERS[reducer][0].format(m=m_t)
     doc = t_expr.replace("torch.nn.functional.", "F.")
-    source = problem_source(f"y = {doc} over a ({rows}, {cols}) input: one value per column.", t_expr,
-                            f"torch.randn({rows}, {cols})")
+    source = problem_source(f"y = {doc} over a (batch_size, {cols}) input: one value per column.", t_expr,
+                            f"torch.randn(batch_size, {cols})", batch_size=rows)
     tid = task_id("col_reduce", index)
     if reducer == "sum":
         # sums of thousands of floats in another order differ in the last bits of every partial sum: row_reduce's

@@ -118,8 +118,9 @@ def elementwise_chain(index: int) -> GeneratedTorchTask:
     t_expr, c_expr, params = _chain(rng, n_inputs)
     names = ["x", "z", "w"][:n_inputs]
     doc = t_expr.replace("torch.nn.functional.", "F.")
-    source = problem_source(f"y = {doc} element-wise over {n_inputs} input(s) of shape ({rows}, {cols}).", t_expr,
-                            ", ".join(f"torch.randn({rows}, {cols})" for _ in names), forward_args=", ".join(names))
+    source = problem_source(f"y = {doc} element-wise over {n_inputs} input(s) of shape (batch_size, {cols}).",
+                            t_expr, ", ".join(f"torch.randn(batch_size, {cols})" for _ in names),
+                            forward_args=", ".join(names), batch_size=rows)
     tid = task_id("elementwise_chain", index)
     task = PyTorchTask(id=tid, source=source, path=f"<generated {tid}>",
                        description=f"elementwise chain {params['acts']} over {n_inputs} input(s)")

@@ -132,8 +132,8 @@ def row_reduce(index: int) -> GeneratedTorchTask:
     m_c = ACTIVATIONS[act][1].format(v=f"v * {scale_in}f")
     t_expr = REDUCERS[reducer][0].format(m=m_t)
     doc = t_expr.replace("torch.nn.functional.", "F.")
-    source = problem_source(f"y = {doc} over a ({rows}, {cols}) input: one value per row.", t_expr,
-                            f"torch.randn({rows}, {cols})")
+    source = problem_source(f"y = {doc} over a (batch_size, {cols}) input: one value per row.", t_expr,
+                            f"torch.randn(batch_size, {cols})", batch_size=rows)
     tid = task_id("row_reduce", index)
     # Sums of thousands of floats in another order (trees, shuffles, atomics) differ from the reference's in the
     # last bits of every partial sum: an absolute term of 1e-2 and a relative one of 1e-3, as KernelBench allows.
@@ -289,8 +289,9 @@ def row_softmax(index: int) -> GeneratedTorchTask:
     cols = int(rng.choice([97, 512, 1000, 2049, 4096]))
     inv_temp = round(float(rng.uniform(0.5, 3.0)), 3)
     spread = round(float(rng.uniform(0.5, 4.0)), 3)
-    source = problem_source(f"y = softmax(x * {inv_temp}, dim=1) over a ({rows}, {cols}) input.",
-                            f"torch.softmax(x * {inv_temp}, dim=1)", f"torch.randn({rows}, {cols}) * {spread}")
+    source = problem_source(f"y = softmax(x * {inv_temp}, dim=1) over a (batch_size, {cols}) input.",
+                            f"torch.softmax(x * {inv_temp}, dim=1)", f"torch.randn(batch_size, {cols}) * {spread}",
+                            batch_size=rows)
     tid = task_id("row_softmax", index)
     # probabilities are at most 1: an absolute term of 1e-6 with the usual relative one
     task = PyTorchTask(id=tid, source=source, path=f"<generated {tid}>", description="row softmax",
