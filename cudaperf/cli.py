@@ -642,6 +642,23 @@ def dataset_stats(
     if rep.get("pairs"):
         console.print(f"re-measured {rep['pairs']} candidates: median |log speedup ratio| "
                       f"{rep['median_abs_log_ratio']:.3f}")
+    pairs = s["reproducibility_by_run_pair"]
+    if pairs:
+        import os.path
+
+        prefix = os.path.commonprefix([r for p in pairs for r in (p["run_a"], p["run_b"])])
+        t = Table(title=f"reproducibility between runs {prefix}*: median |log ratio| (signed: b against a)")
+        for col in ("runs a -> b", "n", "speedup", "baseline", "candidate"):
+            t.add_column(col, no_wrap=True)
+
+        def cell(p: dict, key: str) -> str:
+            v, sv = p[f"{key}_median_abs_log_ratio"], p[f"{key}_median_log_ratio"]
+            return "-" if v is None else f"{v:.3f} ({sv:+.3f})"
+
+        for p in pairs:
+            t.add_row(f"{p['run_a'][len(prefix):]} -> {p['run_b'][len(prefix):]}", str(p["candidates"]),
+                      f"{p['speedup_median_abs_log_ratio']:.3f}", cell(p, "baseline"), cell(p, "candidate"))
+        console.print(t)
     runs = s["runs"]
     if runs:
         span = sum(r["span_s"] or 0.0 for r in runs)

@@ -139,6 +139,13 @@ def test_stats_reports_counts_and_reproducibility(small):
     assert s["n_candidates"] == len(small.candidates) and s["n_valid_candidates"] == len(cands)
     assert s["n_kept_tasks"] == 1 and s["reproducibility"]["pairs"] == 3
     assert s["reproducibility"]["median_abs_log_ratio"] == pytest.approx(0.04)
+    from cudaperf.dataset.measure import reproducibility_by_run_pair
+
+    assert s["reproducibility_by_run_pair"] == []  # 3 common candidates: fewer than the default 5
+    (pair,) = reproducibility_by_run_pair(small, min_common=3)  # r2 against r1: the baseline moved, not the candidate
+    assert (pair["run_a"], pair["run_b"], pair["candidates"]) == ("r1", "r2", 3)
+    assert pair["speedup_median_abs_log_ratio"] == pytest.approx(0.04)
+    assert pair["baseline_median_log_ratio"] == pytest.approx(0.04) and pair["candidate_median_abs_log_ratio"] == 0
     assert s["speedup_by_strategy"] and MIN_BEST_SPEEDUP == 1.5
 
 

@@ -237,6 +237,37 @@ def reproducibility(ds: Dataset) -> dict[str, Any]:
             "p90_abs_log_ratio": diffs[int(0.9 * (len(diffs) - 1))], "max_abs_log_ratio": diffs[-1]}
 
 
+def reproducibility_by_run_pair(ds: Dataset, min_common: int = 5) -> list[dict[str, Any]]:
+    """For every pair of runs that measured at least ``min_common`` of the same candidates (correct in both): the
+    median |log ratio| of the speedup and, separately, of the baseline's and the candidate's median times, with
+    the signed medians of the latter two (run b against run a). Which side moves, and whether it moves together
+    across a run, tells machine drift (the baseline) from measurement noise (the candidate)."""
+    per_run: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for m in ds.measurements:
+        if m["status"] == "scored" and m["correct"] and m["speedup"]:
+            per_run[m["run_id"]][m["candidate_id"]] = m
+    runs = sorted(per_run, key=lambda r: min(str(m["measured_at"] or "") for m in per_run[r].values()))
+    out = []
+    for i, a in enumerate(runs):
+        for b in runs[i + 1:]:
+            common = sorted(set(per_run[a]) & set(per_run[b]))
+            if len(common) < min_common:
+                continue
+
+            def logs(key: str) -> list[float]:
+                return [math.log(per_run[b][c][key] / per_run[a][c][key]) for c in common
+                        if per_run[a][c].get(key) and per_run[b][c].get(key)]
+
+            sp, base, cand = logs("speedup"), logs("baseline_median_ms"), logs("candidate_median_ms")
+            out.append({"run_a": a, "run_b": b, "candidates": len(common),
+                        "speedup_median_abs_log_ratio": statistics.median(abs(x) for x in sp),
+                        "baseline_median_abs_log_ratio": statistics.median(abs(x) for x in base) if base else None,
+                        "baseline_median_log_ratio": statistics.median(base) if base else None,
+                        "candidate_median_abs_log_ratio": statistics.median(abs(x) for x in cand) if cand else None,
+                        "candidate_median_log_ratio": statistics.median(cand) if cand else None})
+    return out
+
+
 def stats(ds: Dataset) -> dict[str, Any]:
     cs = candidate_summary(ds)
     verdict = task_filter(ds, cs)
@@ -283,6 +314,7 @@ def stats(ds: Dataset) -> dict[str, Any]:
         "speedup_by_strategy": {k: {"n": len(v), "median": statistics.median(v), "gmean": _gmean(v)}
                                 for k, v in sorted(by_tag.items())},
         "reproducibility": reproducibility(ds),
+        "reproducibility_by_run_pair": reproducibility_by_run_pair(ds),
         "families": fam_rows,
         "runs": run_summaries(ds),
     }
