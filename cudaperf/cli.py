@@ -481,6 +481,8 @@ def dataset_measure(
     held_out_first: bool = typer.Option(False, "--held-out-first", help="Measure the held-out tasks of both splits "
                                         "(task split's test part, test families) before the rest: what `cudaperf "
                                         "ranker eval` needs first."),
+    include_ill_conditioned: bool = typer.Option(False, "--include-ill-conditioned", help="Measure tasks that "
+                                                 "`cudaperf dataset conditioning` flagged too."),
     compile_baseline: bool = typer.Option(False, "--compile-baseline", help="PyTorch tasks: also time the "
                                           "torch.compile baseline (seconds of compilation per task); speedups "
                                           "stay over eager."),
@@ -496,7 +498,8 @@ def dataset_measure(
     ds = _open_dataset(dataset)
     fams = [f.strip() for f in families.split(",")] if families else None
     cands = select_candidates(ds, families=fams, remeasure=remeasure, sample_tasks=sample, seed=seed,
-                              limit_tasks=limit_tasks, tasks_per_family=per_family, held_out_first=held_out_first)
+                              limit_tasks=limit_tasks, tasks_per_family=per_family, held_out_first=held_out_first,
+                              include_ill_conditioned=include_ill_conditioned)
     if not cands:
         err.print("nothing to measure: every selected candidate has a scored measurement (use --remeasure)")
         return
@@ -532,6 +535,29 @@ def dataset_measure(
     if b.n_not_started:
         err.print(f"[yellow]{b.n_not_started} candidates not started[/] (--max-minutes): rerun the same command "
                   f"with --run-id {run_id} --store {store or ds.root / 'runs' / f'{run_id}.jsonl'} to go on")
+
+
+@dataset_app.command("conditioning")
+def dataset_conditioning(
+    dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
+    jobs: int = typer.Option(2, "--jobs", "-j", help="Parallel workers."),
+) -> None:
+    """Check which C tasks have an ill-conditioned reference (CPU only, resumable): the reference rebuilt with fused
+    multiply-adds must stay within the task's tolerance. Flagged tasks are left out of `dataset measure` and the
+    filter names the reason. Results: DATASET/conditioning.parquet."""
+    from cudaperf.dataset.conditioning import compute_conditioning, load_conditioning
+
+    ds = _open_dataset(dataset)
+    with _bar() as bar:
+        tid = bar.add_task("conditioning", total=None)
+        try:
+            n = compute_conditioning(ds, jobs=jobs, progress=lambda i, k: bar.update(tid, completed=i, total=k))
+        except RuntimeError as exc:
+            _fail(str(exc))
+    ill = load_conditioning(ds)
+    err.print(f"checked {n} tasks; {len(ill)} ill-conditioned in {ds.root}")
+    for t, why in sorted(ill.items()):
+        err.print(f"  [yellow]{t}[/]: {why}")
 
 
 @dataset_app.command("ingest")

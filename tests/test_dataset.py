@@ -246,3 +246,24 @@ def test_conditioning_check_flags_a_reference_that_fused_multiply_adds_change():
         why[index] = conditioning_problem(task, prep)
     assert why[0] is None
     assert "fused multiply-adds" in why[10] and "timing size" in why[10]
+
+
+def test_ill_conditioned_tasks_are_stored_skipped_and_named_by_the_filter(tmp_path):
+    from cudaperf.dataset.conditioning import compute_conditioning, load_conditioning
+    from cudaperf.dataset.measure import select_candidates
+    from cudaperf.dataset.validate import host_has_fma
+
+    if not host_has_fma():
+        pytest.skip("this host has no FMA instructions")
+    ds = Dataset.load(tmp_path / "ds", missing_ok=True)
+    build(ds, families=["elementwise_map"], n_tasks=11)
+    ds.save()
+    assert compute_conditioning(ds, task_ids={"elementwise_map_010", "elementwise_map_000"}) == 2
+    assert set(load_conditioning(ds)) == {"elementwise_map_010"}
+    assert compute_conditioning(ds, task_ids={"elementwise_map_010"}) == 0  # stored: not checked again
+    assert task_filter(ds)["elementwise_map_010"].startswith("reference ill-conditioned")
+    assert not any(c["task_id"] == "elementwise_map_010" for c in select_candidates(ds))
+    assert any(c["task_id"] == "elementwise_map_010" for c in select_candidates(ds, include_ill_conditioned=True))
+    ds.tasks = [{**t, "task": t["task"].replace("2.0f", "5.0f")} if t["id"] == "elementwise_map_010" else t
+                for t in ds.tasks]
+    assert load_conditioning(ds) == {}  # the record changed: the stored verdict no longer applies

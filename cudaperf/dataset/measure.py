@@ -78,12 +78,17 @@ class MeasureSummary:
 def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, remeasure: bool = False,
                       sample_tasks: float | None = None, seed: int = 0, limit_tasks: int | None = None,
                       candidate_ids: Sequence[str] | None = None,
-                      tasks_per_family: int | None = None, held_out_first: bool = False) -> list[dict[str, Any]]:
+                      tasks_per_family: int | None = None, held_out_first: bool = False,
+                      include_ill_conditioned: bool = False) -> list[dict[str, Any]]:
     """Candidates to measure: by default those with no scored measurement yet; ``sample_tasks`` draws that
-    fraction of the tasks (all their candidates) with ``seed``, for re-measurement."""
+    fraction of the tasks (all their candidates) with ``seed``, for re-measurement. Tasks whose reference is
+    ill-conditioned (:mod:`cudaperf.dataset.conditioning`) are left out unless ``include_ill_conditioned``."""
+    from cudaperf.dataset.conditioning import load_conditioning
+
     measured = {m["candidate_id"] for m in ds.measurements if m["status"] == "scored"}
+    ill = set() if include_ill_conditioned else set(load_conditioning(ds))
     cands = [c for c in ds.candidates if (families is None or c["family"] in families)
-             and (candidate_ids is None or c["candidate_id"] in candidate_ids)]
+             and (candidate_ids is None or c["candidate_id"] in candidate_ids) and c["task_id"] not in ill]
     if not remeasure:
         cands = [c for c in cands if c["candidate_id"] not in measured]
     task_ids = sorted({c["task_id"] for c in cands})
@@ -199,12 +204,18 @@ def candidate_summary(ds: Dataset) -> dict[str, dict[str, Any]]:
 def task_filter(ds: Dataset, cs: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
     """The paper's filter per task: ``kept``, or why it is dropped (unmeasured, too few valid variants, no variant
     at least 1.5x faster than the sequential C, or than eager PyTorch for a PyTorch task)."""
+    from cudaperf.dataset.conditioning import load_conditioning
+
     cs = cs or candidate_summary(ds)
     by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for c in ds.candidates:
         by_task[c["task_id"]].append(cs[c["candidate_id"]])
+    ill = load_conditioning(ds)
     verdict = {}
     for t in ds.tasks:
+        if t["id"] in ill:
+            verdict[t["id"]] = "reference ill-conditioned (fused multiply-adds move it beyond the tolerance)"
+            continue
         rows = by_task.get(t["id"], [])
         if not any(r["measured"] for r in rows):
             verdict[t["id"]] = "unmeasured"
