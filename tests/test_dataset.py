@@ -267,3 +267,20 @@ def test_ill_conditioned_tasks_are_stored_skipped_and_named_by_the_filter(tmp_pa
     ds.tasks = [{**t, "task": t["task"].replace("2.0f", "5.0f")} if t["id"] == "elementwise_map_010" else t
                 for t in ds.tasks]
     assert load_conditioning(ds) == {}  # the record changed: the stored verdict no longer applies
+
+
+def test_measure_runs_external_candidates_as_untrusted_beside_the_family_ones(small, tmp_path):
+    """A run over family variants (trusted: pipelined) and an external candidate (one process at a time) gives
+    one result per candidate in one store and one summary."""
+    from cudaperf.dataset.measure import MEASURE_SETTINGS, measure
+
+    tid = small.tasks[0]["id"]
+    fam = [c for c in small.candidates if c["task_id"] == tid][:1]
+    ext = tmp_path / "c.jsonl"
+    ext.write_text(json.dumps({"task_id": tid, "name": "model_1", "code": fam[0]["code"]}) + "\n")
+    added = add_candidates(small, ext)
+    summary = measure(small, fam + added, store_path=tmp_path / "run.jsonl", run_id="mix",
+                      settings=MEASURE_SETTINGS)
+    assert summary.batch.n_jobs == 2 and len(summary.batch.results) == 2
+    rows = {m["candidate_id"]: m for m in small.measurements if m["run_id"] == "mix"}
+    assert set(rows) == {fam[0]["candidate_id"], added[0]["candidate_id"]}

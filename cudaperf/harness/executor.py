@@ -69,6 +69,16 @@ class BatchSummary:
     pytorch: Any = None
     """:class:`~cudaperf.harness.batch_pytorch.PyTorchBatchSummary` when the batch had PyTorch tasks."""
 
+    def plus(self, other: "BatchSummary") -> "BatchSummary":
+        """Two batches run one after the other, as one summary."""
+        return BatchSummary(n_jobs=self.n_jobs + other.n_jobs, n_skipped=self.n_skipped + other.n_skipped,
+                            n_compiled=self.n_compiled + other.n_compiled,
+                            compile_wall_s=self.compile_wall_s + other.compile_wall_s,
+                            run_wall_s=self.run_wall_s + other.run_wall_s, n_run=self.n_run + other.n_run,
+                            gpus=self.gpus or other.gpus, results=self.results + other.results,
+                            n_not_started=self.n_not_started + other.n_not_started,
+                            pytorch=self.pytorch if self.pytorch is not None else other.pytorch)
+
     @property
     def compile_per_min(self) -> float:
         return 60 * self.n_compiled / self.compile_wall_s if self.compile_wall_s > 0 else 0.0
