@@ -106,6 +106,9 @@ def test_held_out_evaluation_beats_chance_on_a_learnable_rule(labelled):
     assert res["n_test_tasks"] == 4 and set(m) == {"mlp_paper", "random", "linear_paper", "block_size_rule"}
     assert m["mlp_paper"]["pairwise_accuracy"] > m["random"]["pairwise_accuracy"]
     assert m["mlp_paper"]["pairwise_accuracy"] >= 0.75
+    fams = res["mlp_paper_by_family"]  # the same MLP, family by family
+    assert sum(f["n_tasks"] for f in fams.values()) == res["n_test_tasks"]
+    assert all(0.0 <= f["pairwise_accuracy"] <= 1.0 for f in fams.values())
 
 
 def test_no_measured_tasks_is_a_clear_error(tmp_path):

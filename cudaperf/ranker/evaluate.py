@@ -112,7 +112,14 @@ def evaluate_split(ds, split: str, settings=None, log: Callable[[str], None] | N
     ranker = train_ranker(ds, split=split, settings=settings, features=feats, log=log)
     models: dict[str, dict[str, float]] = {}
     mlp = ranker.score_many([feats[i.candidate_id] for i in test_items])
-    models["mlp_paper"] = metrics(test_items, {i.candidate_id: float(s) for i, s in zip(test_items, mlp)})
+    mlp_scores = {i.candidate_id: float(s) for i, s in zip(test_items, mlp)}
+    models["mlp_paper"] = metrics(test_items, mlp_scores)
+    family = {t["id"]: t["family"] for t in ds.tasks}
+    per_family: dict[str, list[Item]] = {}
+    for i in test_items:
+        per_family.setdefault(family[i.task_id], []).append(i)
+    out["mlp_paper_by_family"] = {f: {k: m[k] for k in ("pairwise_accuracy", "kendall_tau", "n_tasks")}
+                                  for f, its in sorted(per_family.items()) if (m := metrics(its, mlp_scores))}
     models["random"] = metrics(test_items, random_scores(test_items, settings.seed))
     tp = quartile_pairs(train_items)
     norm = ranker.normalizer
