@@ -100,3 +100,24 @@ def test_baselines_need_a_cuda_device(small):
         pytest.skip("a GPU is visible: the GPU test times the baselines")
     with pytest.raises(RuntimeError, match="CUDA device"):
         time_reference(prepare_pytorch(small, seed=0, n_trials=2))
+
+
+def test_the_inputs_file_is_written_once_read_only_and_linked_into_each_run(small, tmp_path):
+    """Every run of a prepared task shares one inputs file: written once, mode 0444 and not owned by the sandbox
+    user (so no run can change what the next one reads), hard-linked into each run's directory."""
+    import os
+    import stat
+
+    from cudaperf.harness.sandbox import NOBODY_UID, link_in
+
+    prep = prepare_pytorch(small, seed=7, n_trials=2)
+    path = prep.inputs_file()
+    assert prep.inputs_file() == path  # once per preparation
+    st = os.stat(path)
+    assert stat.S_IMODE(st.st_mode) == 0o444 and st.st_uid != NOBODY_UID
+    data = torch.load(path, weights_only=True)
+    assert torch.equal(data["trials"][1][0], prep.trials[1].inputs[0]) and len(data["params"]) == len(prep.parameters)
+    for k in range(2):
+        dst = tmp_path / f"run{k}.pt"
+        link_in(path, dst)
+        assert os.stat(dst).st_ino == st.st_ino

@@ -145,6 +145,7 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
                         with HOST.background():
                             seed = seed_of(tid) if seed_of is not None else fresh_seed()
                             prep = prepare_pytorch(task, seed, n_trials=N_TRIALS, device=f"cuda:{gpu}")
+                            prep.inputs_file()  # written now, as background work, not beside a timed run
                         with gpu_lock:
                             eager = time_reference(prep, min_reps=settings.min_reps, max_reps=settings.max_reps,
                                                    budget_ms=settings.budget_ms, cv_target=settings.cv_target,

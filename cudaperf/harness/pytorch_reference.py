@@ -15,8 +15,14 @@ and shape, and values within the task's per-dtype tolerance, ``|got - expected| 
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import tempfile
+import threading
+import weakref
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from cudaperf.tasks.pytorch import PRECISION_POLICY, PyTorchTask
@@ -56,6 +62,35 @@ class PreparedPyTorch:
     precision: str
     device: str
     sizes_note: str
+    _inputs: "_SharedInputs" = field(default_factory=lambda: _SharedInputs(), compare=False, repr=False)
+
+    def inputs_file(self) -> Path:
+        """The trials' inputs, parameters and init inputs as one ``torch.save`` file, written once per preparation
+        in a harness-owned directory, readable but not writable by the sandbox user: every candidate run of the
+        task gets a hard link to it instead of writing its own copy (hundreds of MB for the larger problems)."""
+        return self._inputs.get(self)
+
+
+class _SharedInputs:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._path: Path | None = None
+
+    def get(self, prepared: PreparedPyTorch) -> Path:
+        import torch
+
+        with self._lock:
+            if self._path is None:
+                d = Path(tempfile.mkdtemp(prefix="cudaperf-torch-inputs-"))
+                os.chmod(d, 0o755)
+                weakref.finalize(self, shutil.rmtree, str(d), True)
+                path = d / "inputs.pt"
+                torch.save({"trials": [list(t.inputs) for t in prepared.trials],
+                            "params": [p for _, p in prepared.parameters], "init": list(prepared.init_inputs)},
+                           path)
+                os.chmod(path, 0o444)
+                self._path = path
+            return self._path
 
 
 def pin_precision() -> None:

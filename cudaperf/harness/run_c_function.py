@@ -24,8 +24,8 @@ from cudaperf.harness.compare import compare_arrays, describe_mismatch
 from cudaperf.harness.compile import BuildOutcome, build_reference
 from cudaperf.harness.driver import EXIT_NO_GPU, driver_source
 from cudaperf.harness.result import Failure, FailureKind, GpuEvidence, Stage, TestOutcome, TimingStats
-from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, SandboxRun, Workdir, copy_in, run_sandboxed,
-                                      scrubbed_env)
+from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, SandboxRun, Workdir, copy_in, link_in,
+                                      run_sandboxed, scrubbed_env)
 from cudaperf.harness.quiet import HOST
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks.inputs import CaseInputs, CaseOutputs, OutputFormatError, generate_case, read_outputs, write_inputs
@@ -251,15 +251,6 @@ def _run_failure(run: SandboxRun | None, stats: _Stats, during: str) -> Failure 
     return None
 
 
-def _link_in(src: Path, dst: Path) -> None:
-    """A read-only input file into the sandbox's directory: a hard link (no copy) where the filesystem allows."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)
-        os.chmod(dst, 0o444)
-
-
 @dataclass(frozen=True)
 class _TestVerdict:
     tests: tuple[TestOutcome, ...]
@@ -462,9 +453,9 @@ class CandidateRun:
         with Workdir(prefix="cudaperf-run-") as w:
             self._w = w
             exe = copy_in(self.build.exe, w, "candidate")  # type: ignore[arg-type]
-            _link_in(prepared.input_file("tests"), w / "tests.bin")
+            link_in(prepared.input_file("tests"), w / "tests.bin")
             if self.want_timing:
-                _link_in(prepared.input_file("timing"), w / "timing.bin")
+                link_in(prepared.input_file("timing"), w / "timing.bin")
             env = scrubbed_env(w, extra)
             argv = [str(exe), "testtime", "tests.bin", "out.bin", "stats.txt", "timing.bin", "tout.bin",
                     "tstats.txt", CTL_FD]

@@ -28,8 +28,8 @@ from cudaperf.harness.compile import BuildOutcome
 from cudaperf.harness.pytorch_reference import PreparedPyTorch, compare_outputs
 from cudaperf.harness.quiet import HOST
 from cudaperf.harness.result import Failure, FailureKind, Stage, TimingStats
-from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env,
-                                      share_file)
+from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, Workdir, copy_in, link_in, run_sandboxed,
+                                      scrubbed_env, share_file)
 from cudaperf.harness.settings import HarnessSettings, speedup_flag
 
 RUNNER = Path(__file__).parent / "native" / "torch_runner.py"
@@ -128,14 +128,11 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
             (w / "candidate.py").write_text(code)
             share_file(w / "candidate.py")
         copy_in(RUNNER, w, "torch_runner.py")
-        torch.save({"trials": [list(t.inputs) for t in prepared.trials],
-                    "params": [p for _, p in prepared.parameters], "init": list(prepared.init_inputs)},
-                   w / "inputs.pt")
+        link_in(prepared.inputs_file(), w / "inputs.pt")  # shared by the task's runs, read-only
         (w / "job.json").write_text(json.dumps({
             "mode": mode, "n_trials": n, "l2_flush_bytes": _l2_flush_bytes(),
             "specs": [[{"shape": list(s.shape), "dtype": s.dtype} for s in t.specs] for t in prepared.trials]}))
-        for f in ("inputs.pt", "job.json"):
-            share_file(w / f)
+        share_file(w / "job.json")
         tests_limit = settings.test_timeout_s + (MODELNEW_BUILD_S if mode == "modelnew" else 0.0)
 
         def control(ctl: Control) -> None:

@@ -166,6 +166,16 @@ def share_file(path: Path) -> None:
         os.chown(path, NOBODY_UID, NOBODY_GID)
 
 
+def link_in(src: Path, dst: Path) -> None:
+    """A harness-owned, read-only (0444, not owned by the sandbox user) input file into the sandbox's directory: a
+    hard link, so that many runs share one copy, or a copy where the filesystem refuses links."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+        os.chmod(dst, 0o444)
+
+
 def copy_in(src: Path, workdir: Path, name: str) -> Path:
     """Copy a harness-built file (an executable, a library) into the sandbox's directory, readable by it."""
     dst = workdir / name
