@@ -254,3 +254,17 @@ def test_batch_takes_pytorch_tasks_beside_c_tasks(tmp_path):
     assert r.exit_code == 0, r.output
     recs = [json.loads(line) for line in r.output.splitlines() if line.startswith("{")]
     assert sorted(x["candidate_id"] for x in recs) == sorted(c for _, c, _ in rows)
+
+
+def test_a_missing_nvcc_makes_the_result_unscored_not_a_crash(monkeypatch, tmp_path):
+    import uuid
+
+    from cudaperf.harness.evaluate import evaluate
+    from cudaperf.tasks.pytorch import builtin_pytorch_dir, load_pytorch_tasks
+
+    task = next(t for t in load_pytorch_tasks(builtin_pytorch_dir()) if t.id == "relu")
+    code = (FIX / "relu.cu").read_text() + f"// {uuid.uuid4().hex}\n"  # new to the build cache
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-cuda"))
+    r = evaluate(task, code)
+    assert r.status == "unscored" and r.failure.attributed_to == "harness" and "nvcc not found" in r.failure.message

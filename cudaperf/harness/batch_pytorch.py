@@ -59,7 +59,7 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
     still checked and built, and its result is unscored with the reason."""
     import torch
 
-    from cudaperf.harness.compile import compile_priority
+    from cudaperf.harness.compile import ToolchainError, compile_priority
     from cudaperf.harness.environment import gpu_count
     from cudaperf.harness.extract import extract_code
     from cudaperf.harness.pytorch_reference import prepare_pytorch, time_reference
@@ -97,8 +97,11 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
         code = extract_code(completion).code
         out = None
         if code is not None and not _MODELNEW.search(code) and check_fast_candidate(code).ok:
-            with compile_priority(19):
-                out = build_fast_candidate(code, arch=settings.arch, flags=settings.nvcc_flags)
+            try:
+                with compile_priority(19):
+                    out = build_fast_candidate(code, arch=settings.arch, flags=settings.nvcc_flags)
+            except ToolchainError:
+                out = None  # evaluate_pytorch meets it again and makes the result unscored
         with lock:
             n_built[0] += 1
             if progress:

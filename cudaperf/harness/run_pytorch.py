@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from cudaperf.harness.compile import BuildOutcome
+from cudaperf.harness.compile import BuildOutcome, ToolchainError
 from cudaperf.harness.pytorch_reference import PreparedPyTorch, compare_outputs
 from cudaperf.harness.quiet import HOST
 from cudaperf.harness.result import Failure, FailureKind, Stage, TimingStats
@@ -303,7 +303,10 @@ def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candid
     durations: dict[str, float] = {}
     build = None
     if not modelnew:
-        build = build_fast_candidate(code, arch=settings.arch, flags=settings.nvcc_flags)
+        try:
+            build = build_fast_candidate(code, arch=settings.arch, flags=settings.nvcc_flags)
+        except ToolchainError as exc:  # nvcc or gcc missing or broken: the harness's fault
+            return unscored(res, f"ToolchainError: {exc}")
         durations["compile_s"] = build.info.seconds
         res = replace(res, compile=build.info)
         if build.stage != "ok":
