@@ -267,4 +267,5 @@ def test_a_missing_nvcc_makes_the_result_unscored_not_a_crash(monkeypatch, tmp_p
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-cuda"))
     r = evaluate(task, code)
-    assert r.status == "unscored" and r.failure.attributed_to == "harness" and "nvcc not found" in r.failure.message
+    # whichever tool the build looks up first (nvcc, or nm when nvcc's path is known already) is not found
+    assert r.status == "unscored" and r.failure.attributed_to == "harness" and "not found" in r.failure.message

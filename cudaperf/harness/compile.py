@@ -52,6 +52,15 @@ def _first_line_matching(text: str, pattern: str) -> str:
 
 
 @lru_cache(maxsize=1)
+def tool_path(name: str) -> str:
+    """A host tool the build needs (``nm``, ...) on PATH, or ToolchainError (a harness fault, never the
+    candidate's)."""
+    found = shutil.which(name)
+    if found is None:
+        raise ToolchainError(f"{name} not found on PATH: install it (gcc, binutils; see `cudaperf doctor`)")
+    return found
+
+
 def nvcc_path() -> str:
     for cand in (shutil.which("nvcc"), os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")):
         if cand and os.path.exists(cand):
@@ -212,7 +221,12 @@ def _trusted_build(key: str, suffix: str, files: dict[str, str], cmd: Callable[[
             for name, text in files.items():
                 (t / name).write_text(text)
             built = t / f"artifact{suffix}"
-            p = subprocess.run(cmd(t, built), capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+            argv = cmd(t, built)
+            try:
+                p = subprocess.run([tool_path(argv[0]), *argv[1:]], capture_output=True, text=True,
+                                   timeout=COMPILE_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                raise ToolchainError(f"{what}: {argv[0]} did not finish within {COMPILE_TIMEOUT_S:.0f} s") from None
             if p.returncode != 0:
                 raise ToolchainError(f"{what}:\n{trim_log(p.stderr)}")
             tmp_out = out.parent / f".{key}.{uuid.uuid4().hex}{suffix}"
@@ -327,7 +341,8 @@ def build_c_function_candidate(code: str, driver_c: str, function_name: str, *, 
         ok, log = _nvcc_in_sandbox([*all_flags, "-c", "candidate.cu", "-o", "candidate.o"], w)
         if not ok:
             return "compile", log, (), "candidate"
-        nm = subprocess.run(["nm", "-g", "--defined-only", str(w / "candidate.o")], capture_output=True, text=True)
+        nm = subprocess.run([tool_path("nm"), "-g", "--defined-only", str(w / "candidate.o")], capture_output=True,
+                            text=True)
         reasons = tuple(check_symbols(nm.stdout, {function_name}))
         if reasons:
             return "symbols", log, reasons, "candidate"

@@ -35,6 +35,7 @@ from cudaperf.harness.compile import (
     gcc_version,
     nvcc_version,
     sha256,
+    tool_path,
 )
 from cudaperf.harness.sandbox import share_file
 from cudaperf.harness.static_checks import StaticCheckResult, check_source, check_symbols
@@ -155,7 +156,8 @@ def build_fast_candidate(code: str, *, arch: str | None = None,
                                     "candidate.cu", "-o", "candidate.o"], w)
         if not ok:
             return "compile", log, (), "candidate.so"
-        nm = subprocess.run(["nm", "-g", "--defined-only", str(w / "candidate.o")], capture_output=True, text=True)
+        nm = subprocess.run([tool_path("nm"), "-g", "--defined-only", str(w / "candidate.o")], capture_output=True,
+                            text=True)
         reasons = check_symbols(nm.stdout, {ENTRY})
         if not any(line.split()[1:] == ["T", ENTRY] for line in nm.stdout.splitlines()):
             reasons.insert(0, f"does not define extern \"C\" int {ENTRY}(const TensorArg*, int, TensorArg*, int, "
