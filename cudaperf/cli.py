@@ -157,7 +157,7 @@ def _run_jobs(all_tasks, rows, store_path: Path, settings, as_json: bool) -> Non
         def progress(phase: str, i: int, n: int) -> None:
             if phase not in ids:
                 ids[phase] = bar.add_task(PHASE_LABELS.get(phase, phase), total=n)
-            bar.update(ids[phase], completed=i)
+            bar.update(ids[phase], completed=i, total=n)
 
         try:
             summary = run_batch(all_tasks, jobs, store, settings=settings, progress=progress)
@@ -511,7 +511,7 @@ def dataset_measure(
         def progress(phase: str, i: int, n: int) -> None:
             if phase not in ids:
                 ids[phase] = bar.add_task(PHASE_LABELS.get(phase, phase), total=n)
-            bar.update(ids[phase], completed=i)
+            bar.update(ids[phase], completed=i, total=n)
 
         from dataclasses import replace as _replace
 
