@@ -114,9 +114,8 @@ def run_batch(
     outputs in memory, so this bounds memory as well. ``seed_of(task_id)``: the seed of a task's hidden inputs
     (default: a fresh one per task and run). ``max_seconds``: start no new candidate after this long (counted
     from the call); what did not run stays out of the store, so a rerun resumes there. ``overlap_compile``: run
-    the first tasks on the GPUs while later ones still compile (nvcc niced; default ``compile_workers``: half the
-    cores less one per GPU, so that hyperthread siblings of timing runs mostly idle); False: compile everything
-    first, on all cores.
+    the first tasks on the GPUs while later ones still compile (nvcc niced and stopped while anything is timed;
+    default ``compile_workers``: the cores less two per GPU); False: compile everything first, on all cores.
 
     PyTorch tasks' jobs run after the others, through :func:`cudaperf.harness.batch_pytorch.run_pytorch_batch`
     (against the eager baseline; ``compile_baseline`` also times ``torch.compile``'s; with
@@ -141,25 +140,19 @@ def run_batch(
                           settings=settings, gpus=gpus, compile_workers=compile_workers, progress=progress,
                           prepare_ahead=prepare_ahead, prepare_workers=prepare_workers, seed_of=seed_of,
                           max_seconds=max_seconds, overlap_compile=overlap_compile) if c_jobs else None
-        store = store if isinstance(store, ResultStore) else ResultStore(store)
         left = None if max_seconds is None else max(0.0, max_seconds - (time.monotonic() - t_all))
-        settings = settings or HarnessSettings()
         pt = run_pytorch_batch(by_id, torch_jobs, store, settings=settings, seed_of=seed_of, gpus=gpus,
                                progress=progress, max_seconds=left, compile_baseline=compile_baseline,
                                parallel=TRUSTED_PARALLEL_RUNS if settings.pipeline_candidates else 1)
         latest = store.latest()
         pt_results = tuple(latest[(j.task_id, j.candidate_id)] for j in torch_jobs
                            if (j.task_id, j.candidate_id) in latest)
-        n_gpus = tuple(range(gpu_count())) if gpus is None else tuple(gpus)
-        if first is None:
-            return BatchSummary(n_jobs=len(jobs), n_skipped=pt.n_skipped, n_compiled=pt.n_done, compile_wall_s=0.0,
-                                run_wall_s=pt.wall_s if pt.n_gpu_runs else 0.0, n_run=pt.n_gpu_runs, gpus=n_gpus,
-                                results=pt_results, n_not_started=pt.not_started, pytorch=pt)
-        return replace(first, n_jobs=len(jobs), n_skipped=first.n_skipped + pt.n_skipped,
-                       run_wall_s=first.run_wall_s + (pt.wall_s if pt.n_gpu_runs else 0.0),
-                       n_run=first.n_run + pt.n_gpu_runs,
-                       results=first.results + pt_results, n_not_started=first.n_not_started + pt.not_started,
-                       pytorch=pt)
+        pt_summary = BatchSummary(n_jobs=len(torch_jobs), n_skipped=pt.n_skipped, n_compiled=pt.n_done,
+                                  compile_wall_s=0.0, run_wall_s=pt.wall_s if pt.n_gpu_runs else 0.0,
+                                  n_run=pt.n_gpu_runs,
+                                  gpus=tuple(range(gpu_count())) if gpus is None else tuple(gpus),
+                                  results=pt_results, n_not_started=pt.not_started, pytorch=pt)
+        return pt_summary if first is None else first.plus(pt_summary)
     t_call = time.monotonic()
     out_of_time = lambda: max_seconds is not None and time.monotonic() - t_call > max_seconds  # noqa: E731
     done = store.done_keys()
