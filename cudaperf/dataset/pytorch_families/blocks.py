@@ -212,7 +212,6 @@ def _linear_variants(act_c: str) -> list[TorchVariant]:
             for name, tags, kernel, launch in specs]
 
 
-
 def linear_act(index: int) -> GeneratedTorchTask:
     rng = rng_for("linear_act", index)
     # Small layers: cuBLAS wins any large GEMM against these hand-written kernels, but at these sizes eager
@@ -492,7 +491,6 @@ def _layer_norm_variants(eps: float) -> list[TorchVariant]:
             for name, tags, kernel, launch in specs]
 
 
-
 def layer_norm(index: int) -> GeneratedTorchTask:
     rng = rng_for("layer_norm", index)
     rows = int(rng.choice([1024, 2048, 4096, 8192]))
@@ -712,7 +710,6 @@ def _col_variants(reducer: str, elem: str) -> list[TorchVariant]:
     ]
     return [TorchVariant(name, tuple(tags), head + kernel + _COL_ENTRY.format(launch=launch))
             for name, tags, kernel, launch in specs]
-
 
 
 def col_reduce(index: int) -> GeneratedTorchTask:

@@ -120,7 +120,6 @@ def _row_variants(elem: str, scale: str) -> list[TorchVariant]:
             for name, tags, kernel, launch in specs]
 
 
-
 def row_reduce(index: int) -> GeneratedTorchTask:
     rng = rng_for("row_reduce", index)
     rows = int(rng.choice([1000, 2048, 4096, 8191]))
@@ -280,7 +279,6 @@ def _softmax_variants(inv_temp: float) -> list[TorchVariant]:
     ]
     return [TorchVariant(name, tuple(tags), kernel + _SOFTMAX_ENTRY.format(inv_temp=inv_temp, launch=launch))
             for name, tags, kernel, launch in specs]
-
 
 
 def row_softmax(index: int) -> GeneratedTorchTask:
