@@ -5,6 +5,8 @@
 #   bash benchmarks/device_session.sh STEP
 #
 # Steps, in the order to run them (each fits one call; every log and store lands in $OUT):
+#   tests-all     on a two-GPU machine: tests-torch on GPU 0 and tests-harness on GPU 1, side by side
+#                 (BabelTower's test reads $CUDAPERF_BABELTOWER when the data is carried)
 #   tests-torch   GPU tests of the PyTorch side (fast path, adversarial candidates, families through measure)
 #   tests-harness GPU tests of the C harness and the profile tier
 #   measure-pt    the dataset's PyTorch problems (families pt_*), 8 minutes at most
@@ -18,6 +20,11 @@ step=${1:?usage: device_session.sh STEP (see the header)}
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 stamp=$(date -u +%Y%m%d)
 case "$step" in
+  tests-all)
+    nvidia-smi -L > "$OUT/smi.txt" 2>&1
+    CUDA_VISIBLE_DEVICES=0 bash "$0" tests-torch > "$OUT/tests_torch.tail" 2>&1 &
+    CUDA_VISIBLE_DEVICES=1 bash "$0" tests-harness > "$OUT/tests_harness.tail" 2>&1 &
+    wait; cat "$OUT/tests_torch.tail" "$OUT/tests_harness.tail" ;;
   tests-torch)
     timeout 560 python -m pytest -v -m gpu tests/gpu/test_gpu_torch_fast.py tests/gpu/test_gpu_pytorch_fast.py \
       -p no:cacheprovider --durations=0 > "$OUT/gpu_tests_torch.log" 2>&1

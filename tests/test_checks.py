@@ -109,3 +109,15 @@ def test_symbol_check():
     assert len(reasons) == 3
     assert "clock_gettime" in reasons[0] and "cudaDeviceSynchronize" in reasons[1] and "__cudart_state" in reasons[2]
     assert not any("my_global" in r for r in reasons)  # an ordinary host global is fine
+
+
+@pytest.mark.parametrize("src", [
+    "__global__ void __launch_bounds__(256) k(float* x) {}",
+    "__global__ __launch_bounds__(256, 2) void k(float* x) {}",
+    "__global__ void __launch_bounds__(BLOCK * (2), MIN_BLOCKS(4)) k(float* x) {}",
+    "template <int R>\n__global__ void __launch_bounds__(128)\nk(float* x) {}",
+])
+def test_kernel_names_read_launch_bounds_in_either_place(src):
+    from cudaperf.harness.static_checks import kernel_names
+
+    assert kernel_names(src) == ["k"]

@@ -34,3 +34,17 @@ def test_every_variant_passes_the_checks_and_builds(family, index):
 def test_family_registry():
     assert {"elementwise_chain", "row_reduce", "row_softmax", "linear_act", "layer_norm", "col_reduce"} <= set(
         TORCH_FAMILIES)
+
+
+def test_kernel_names_for_the_profiler_match_every_variants_kernels():
+    """The run-time evidence check looks for the candidate's kernel names among the kernels the profiler saw: every
+    variant's names must be its real kernels (``__launch_bounds__`` after ``void`` once read as a kernel named
+    ``__launch_bounds__``, and four correct variants were refused on the H200)."""
+    from cudaperf.harness.run_pytorch import _KERNEL
+
+    for name, make in TORCH_FAMILIES.items():
+        for v in make(0).variants:
+            own = _KERNEL.findall(v.code)
+            assert own and not any(k.startswith("__") for k in own), (name, v.name, own)
+            for k in own:
+                assert f"{k}<<<" in v.code.replace(" ", "") or f"{k}<" in v.code, (name, v.name, k)

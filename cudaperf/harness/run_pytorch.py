@@ -31,6 +31,7 @@ from cudaperf.harness.result import Failure, FailureKind, Stage, TimingStats
 from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, Workdir, copy_in, link_in, run_sandboxed,
                                       scrubbed_env, share_file)
 from cudaperf.harness.settings import HarnessSettings, speedup_flag
+from cudaperf.harness.static_checks import KERNEL_DEF_PATTERN
 
 RUNNER = Path(__file__).parent / "native" / "torch_runner.py"
 EXIT_NO_GPU = 5
@@ -81,7 +82,7 @@ def run_pytorch_fast(prepared: PreparedPyTorch, code: str, build: BuildOutcome, 
 MODELNEW_BUILD_S = 600.0
 """Added to the trials' time limit for a KernelBench-style candidate, whose extension builds in the process."""
 
-_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(\w+)")
+_KERNEL = re.compile(KERNEL_DEF_PATTERN)  # on the raw source: a ModelNew module holds its CUDA in strings
 
 
 def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: HarnessSettings,

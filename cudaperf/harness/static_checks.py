@@ -40,10 +40,14 @@ FORBIDDEN_CALLS = {
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _STRING = re.compile(r'"(?:\\.|[^"\\\n])*"' + r"|'(?:\\.|[^'\\\n])'")
-_KERNEL_DEF = re.compile(
-    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+|inline\s+|__forceinline__\s+)*void\s+"
-    r"(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\("
+_LAUNCH_BOUNDS = r"__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)\s*"
+KERNEL_DEF_PATTERN = (
+    rf"__global__\s+(?:{_LAUNCH_BOUNDS})?(?:static\s+|inline\s+|__forceinline__\s+)*void\s+"
+    rf"(?:{_LAUNCH_BOUNDS})?(\w+)\s*\("
 )
+"""A kernel definition; group 1 is its name. ``__launch_bounds__(...)`` may stand before or after ``void`` (both
+are legal CUDA, and the second is the common spelling), with parenthesized expressions inside."""
+_KERNEL_DEF = re.compile(KERNEL_DEF_PATTERN)
 _DEFINE = re.compile(r"^\s*#\s*(define|undef)\s+(\w+)", re.M)
 _INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]*)[>"]', re.M)
 
