@@ -5,11 +5,14 @@ Per task, on one GPU: the trusted reference runs the hidden trials, the eager ba
 :mod:`cudaperf.harness.run_pytorch`, in a fast-path library (prebuilt here) or as ``ModelNew`` source.
 
 A runner spends seconds importing torch and making a CUDA context before it touches the GPU. With ``parallel``
-> 1 (trusted candidates only: a dataset's own variants, as with ``pipeline_candidates``) that many runners of a
-task start together and take turns on the GPU (a lock per GPU held for each one's trials and for its timing,
-re-check and profiled call): the set-up overlaps, the GPU work never does. Untrusted candidates run one at a
-time. Fast-path builds (sandboxed nvcc, at niceness 19, paused while anything is timed) run ahead of the GPU
-workers on half the cores.
+> 1 (trusted candidates only: a dataset's own variants, as with ``pipeline_candidates``) that many runners start
+together and take turns on the GPU (a lock per GPU held for each one's trials and for its timing, re-check and
+profiled call): the set-up overlaps, the GPU work never does. Their start-up counts as background host work
+(:mod:`cudaperf.harness.quiet`), so it never runs beside a timed call. Tasks overlap too: the next task's trials
+are prepared (background steps) while this task's candidates run, and its baseline and runners start as soon as
+this task's last candidates have taken their runner slots. Untrusted candidates run one at a time, and nothing
+of the next task overlaps them. Fast-path builds (sandboxed nvcc, at niceness 19, paused while anything is
+timed) run ahead of the GPU workers on half the cores.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import threading
 import time
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from cudaperf.harness.quiet import HOST
@@ -29,8 +32,9 @@ from cudaperf.harness.result import EvaluationResult
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.harness.store import ResultStore
 
-TRUSTED_PARALLEL_RUNS = 3
-"""Runner processes of one task started together on one GPU, for trusted candidates (``pipeline_candidates``)."""
+TRUSTED_PARALLEL_RUNS = 4
+"""Runner processes alive at once on one GPU, for trusted candidates (``pipeline_candidates``): enough that one is
+always ready for the GPU while the others start up (a runner's start-up takes seconds, its GPU turn about one)."""
 N_TRIALS = 3
 
 
@@ -128,27 +132,53 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
             if progress:
                 progress("pytorch-run", n_done[0], len(todo))
 
+    def next_task() -> str | None:
+        if max_seconds is not None and time.monotonic() - t0 > max_seconds:
+            return None
+        try:
+            return work.get_nowait()
+        except queue.Empty:
+            return None
+
+    def prepare(tid: str, gpu: int):
+        """Trials of ``tid`` and its shared inputs file, as background steps (never beside a timed run); runs for
+        the next task while the current task's candidates run."""
+        ts = time.monotonic()
+        seed = seed_of(tid) if seed_of is not None else fresh_seed()
+        prep = prepare_pytorch(tasks[tid], seed, n_trials=N_TRIALS, device=f"cuda:{gpu}",
+                               step_context=HOST.background)
+        with HOST.background():
+            prep.inputs_file()
+        return prep, time.monotonic() - ts
+
     def worker(gpu: int) -> None:
+        """Tasks one after another on ``gpu``, overlapped: the next task's preparation runs while this one's
+        candidates run, and its baseline and candidates start once this task's last candidates hold the runner
+        slots, so the GPU does not idle while runners of one task start up or shut down."""
         gpu_lock = threading.Lock()
         runs = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix=f"cudaperf-torch-gpu{gpu}")
+        ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"cudaperf-torch-prep{gpu}")
+        in_flight: list[Future] = []
+        tw = time.monotonic()
         try:
             with torch.cuda.device(gpu):
-                while True:
-                    if max_seconds is not None and time.monotonic() - t0 > max_seconds:
-                        return
-                    try:
-                        tid = work.get_nowait()
-                    except queue.Empty:
-                        return
+                tid = next_task()
+                pending = ahead.submit(prepare, tid, gpu) if tid is not None else None
+                while tid is not None and pending is not None:
                     task, task_jobs = tasks[tid], by_task[tid]
-                    for j in task_jobs:
-                        builds[(tid, j.candidate_id)].result()  # built (cached) before the task takes the GPU
                     ts = time.monotonic()
+                    nxt: str | None = None
+                    fetched = False
                     try:
-                        with HOST.background():
-                            seed = seed_of(tid) if seed_of is not None else fresh_seed()
-                            prep = prepare_pytorch(task, seed, n_trials=N_TRIALS, device=f"cuda:{gpu}")
-                            prep.inputs_file()  # written now, as background work, not beside a timed run
+                        prep, t_prep = pending.result()
+                        nxt, fetched = next_task(), True  # its preparation overlaps this task's candidates
+                        pending = ahead.submit(prepare, nxt, gpu) if nxt is not None else None
+                        for j in task_jobs:
+                            builds[(tid, j.candidate_id)].result()  # built (cached) before the task takes the GPU
+                        while sum(not f.done() for f in in_flight) > max(1, parallel):
+                            time.sleep(0.05)  # the previous task's last candidates hold the runner slots
+                        in_flight = [f for f in in_flight if not f.done()]
+                        tb = time.monotonic()
                         with gpu_lock:
                             eager = time_reference(prep, min_reps=settings.min_reps, max_reps=settings.max_reps,
                                                    budget_ms=settings.budget_ms, cv_target=settings.cv_target,
@@ -162,19 +192,42 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
                         for j in task_jobs:
                             record(_unscored(task, j, settings, gpu, why))
                         per_task[tid] = time.monotonic() - ts
+                        if not fetched:
+                            nxt = next_task()
+                            pending = ahead.submit(prepare, nxt, gpu) if nxt is not None else None
+                        tid = nxt
                         continue
-                    futs = [runs.submit(evaluate_pytorch, task, j.completion, settings, candidate_id=j.candidate_id,
+                    task_s = {"task_prepare_s": round(t_prep, 4), "task_baselines_s": round(time.monotonic() - tb, 4)}
+                    left = [len(task_jobs)]
+
+                    def done(f: Future, tid=tid, ts=ts, task_s=task_s, left=left) -> None:
+                        if f.exception() is not None:
+                            errors.append(f.exception())
+                            return
+                        res = f.result()
+                        record(replace(res, durations_s={**res.durations_s, **task_s}))
+                        with lock:
+                            left[0] -= 1
+                            if left[0] == 0:
+                                per_task[tid] = time.monotonic() - ts
+
+                    for j in task_jobs:
+                        f = runs.submit(evaluate_pytorch, task, j.completion, settings, candidate_id=j.candidate_id,
                                         prepared=prep, gpu_index=gpu, baseline=eager, compiled_baseline=compiled,
-                                        gpu_lock=gpu_lock if parallel > 1 else None) for j in task_jobs]
-                    for f in futs:
-                        record(f.result())
-                    per_task[tid] = time.monotonic() - ts
-                    with lock:
-                        gpu_busy[0] += per_task[tid]
+                                        gpu_lock=gpu_lock if parallel > 1 else None)
+                        f.add_done_callback(done)
+                        in_flight.append(f)
+                    if parallel <= 1:  # untrusted candidates: nothing of the next task overlaps them
+                        for f in in_flight:
+                            f.result()
+                    tid = nxt
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             errors.append(exc)
         finally:
             runs.shutdown(wait=True)
+            ahead.shutdown(wait=True)
+            with lock:
+                gpu_busy[0] += time.monotonic() - tw
 
     threads = [threading.Thread(target=worker, args=(g,), name=f"cudaperf-torch-worker{g}", daemon=True)
                for g in gpus]

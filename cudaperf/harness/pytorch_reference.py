@@ -111,21 +111,27 @@ def _as_tuple(out: Any) -> tuple[Any, ...]:
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
-def prepare_pytorch(task: PyTorchTask, seed: int, *, n_trials: int = 3, device: str = "cpu") -> PreparedPyTorch:
+def prepare_pytorch(task: PyTorchTask, seed: int, *, n_trials: int = 3, device: str = "cpu",
+                    step_context: Callable[[], AbstractContextManager] | None = None) -> PreparedPyTorch:
     """Trials for ``task``: trial ``k`` draws its inputs with seed ``seed + k``, alternating two sizes where the
     problem has a module-level ``batch_size``. The reference runs on ``device``; inputs and outputs are kept on
-    the CPU."""
+    the CPU. ``step_context``: entered around the model's set-up and around each trial (for example
+    ``HOST.background``, so that a preparation overlapping other work never overlaps a timed run by more than
+    one step)."""
     import torch
+
+    step = step_context or nullcontext
 
     if n_trials < 2:
         raise ValueError("n_trials must be >= 2 (outputs of two different inputs are compared)")
     ns = _namespace(task)
     pin_precision()
-    torch.manual_seed(INIT_SEED)
-    init_inputs = tuple(ns["get_init_inputs"]())
-    model = ns["Model"](*init_inputs).to(device).eval()
-    params = tuple((n, p.detach().cpu().clone()) for n, p in model.named_parameters()) + tuple(
-        (n, b.detach().cpu().clone()) for n, b in model.named_buffers())
+    with step():
+        torch.manual_seed(INIT_SEED)
+        init_inputs = tuple(ns["get_init_inputs"]())
+        model = ns["Model"](*init_inputs).to(device).eval()
+        params = tuple((n, p.detach().cpu().clone()) for n, p in model.named_parameters()) + tuple(
+            (n, b.detach().cpu().clone()) for n, b in model.named_buffers())
     base = ns.get("batch_size")
     sizes = [base, base // 2 + 1] if isinstance(base, int) and not isinstance(base, bool) and base > 1 else [None]
     trials = []
@@ -133,13 +139,14 @@ def prepare_pytorch(task: PyTorchTask, seed: int, *, n_trials: int = 3, device: 
         size = sizes[k % len(sizes)]
         if size is not None:
             ns["batch_size"] = size  # get_inputs reads the module global when it is called
-        torch.manual_seed(seed + k)
-        inputs = tuple(ns["get_inputs"]())
-        with torch.no_grad():
-            out = _as_tuple(model(*[x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]))
-        trials.append(PyTorchTrial(seed=seed + k, config={"batch_size": size} if size is not None else {},
-                                   inputs=tuple(x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs),
-                                   expected=tuple(o.detach().cpu() for o in out)))
+        with step():
+            torch.manual_seed(seed + k)
+            inputs = tuple(ns["get_inputs"]())
+            with torch.no_grad():
+                out = _as_tuple(model(*[x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]))
+            trials.append(PyTorchTrial(seed=seed + k, config={"batch_size": size} if size is not None else {},
+                                       inputs=tuple(x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs),
+                                       expected=tuple(o.detach().cpu() for o in out)))
     if base is not None and len(sizes) == 2:
         note = f"two sizes: batch_size {sizes[0]} and {sizes[1]}"
     else:

@@ -19,7 +19,7 @@ import json
 import re
 import sys
 import time
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -87,7 +87,8 @@ _KERNEL = re.compile(KERNEL_DEF_PATTERN)  # on the raw source: a ModelNew module
 
 def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: HarnessSettings,
                           gpu_index: int | None = None, *, build: BuildOutcome | None = None,
-                          gpu_lock: AbstractContextManager | None = None) -> PyTorchOutcome:
+                          gpu_lock: AbstractContextManager | None = None,
+                          phases_s: dict[str, float] | None = None) -> PyTorchOutcome:
     """Run a candidate on ``prepared``'s trials, then time it: a built fast-path library (``build``), or, without
     one, KernelBench-style Python source defining ``ModelNew`` (statically checked first; its ``load_inline``
     extension builds inside the sandboxed process, with nvcc and ninja on its PATH).
@@ -95,7 +96,10 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
     ``gpu_lock``: held while the candidate uses the GPU (its trials; its timing, re-checked outputs and profiled
     call), so that several candidates of one task may start their processes together (setting up torch and the
     CUDA context takes seconds) and still never share the GPU while one of them runs or is timed. Only for
-    trusted candidates (a dataset's own variants): an untrusted one could leave work running between phases."""
+    trusted candidates (a dataset's own variants): an untrusted one could leave work running between phases.
+
+    ``phases_s``: filled with the seconds each phase took (the runner's start-up, waits for the GPU lock, trials,
+    judging, timing, the profiled call), for the measurement's own accounting."""
     import torch
 
     from cudaperf.harness.compile import cuda_home
@@ -136,25 +140,51 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
         share_file(w / "job.json")
         tests_limit = settings.test_timeout_s + (MODELNEW_BUILD_S if mode == "modelnew" else 0.0)
 
+        phases = phases_s if phases_s is not None else {}
+        last = [time.monotonic()]
+
+        def mark(name: str) -> None:
+            now = time.monotonic()
+            phases[name] = phases.get(name, 0.0) + now - last[0]
+            last[0] = now
+
+        # With other runners of the task on the GPU (gpu_lock), the start-up (importing torch, the CUDA context) is
+        # background work: it waits while anything is timed, and nothing is timed until it is over.
+        startup = ExitStack()
+        if gpu_lock is not None:
+            startup.enter_context(HOST.background())
+        mark("startup_wait_s")
+
         def control(ctl: Control) -> None:
-            if ctl.read_line(timeout_s=tests_limit) != "ready":  # set up: torch, the CUDA context, the library
+            mark("sandbox_s")
+            try:
+                ok = ctl.read_line(timeout_s=tests_limit) == "ready"  # set up: torch, the CUDA context, the library
+            finally:
+                startup.close()
+            mark("startup_s")
+            if not ok:
                 if not ctl.eof:
                     ctl.kill()
                 return
             with gpu:  # the trials
+                mark("wait_s")
                 line = ctl.read_line(timeout_s=settings.test_timeout_s) if ctl.send("go") else None
+                mark("trials_s")
             if line != "tests_done":
                 if line is None and not ctl.eof:
                     ctl.kill()
                 return
             state["verdict"] = _judge_trials(prepared, w)
+            mark("judge_s")
             if state["verdict"][1] is not None or not settings.time_candidates:
                 ctl.send("stop")
                 return
             with gpu, HOST.timing():  # timing, then the re-checked outputs and the profiled call
+                mark("wait_s")
                 ok = ctl.send(f"time {settings.min_reps} {settings.max_reps} {settings.budget_ms} "
                               f"{settings.cv_target} {settings.warmup}")
                 done = ctl.read_line(timeout_s=settings.timing_timeout_s) if ok else None
+                mark("timing_s")
                 state["timed"] = done == "timing_done"
                 if done is None and not ctl.eof:
                     ctl.kill()
@@ -162,12 +192,17 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
                     return
                 if ctl.send("stop"):
                     ctl.read_line(timeout_s=settings.timing_timeout_s)  # "stopped": the GPU is free again
+                mark("profile_s")
 
         t0 = time.monotonic()
-        run = run_sandboxed([py, "torch_runner.py", CTL_FD], w, env=scrubbed_env(w, extra),
-                            limits=SandboxLimits(wall_s=tests_limit + settings.timing_timeout_s + 60,
-                                                 max_processes=4096), control=control)
+        try:
+            run = run_sandboxed([py, "torch_runner.py", CTL_FD], w, env=scrubbed_env(w, extra),
+                                limits=SandboxLimits(wall_s=tests_limit + settings.timing_timeout_s + 60,
+                                                     max_processes=4096), control=control)
+        finally:
+            startup.close()  # when the process never reached control
         run_s = time.monotonic() - t0
+        mark("exit_s")
         tail = (run.stderr or run.stdout).strip()[-400:]
         if "verdict" not in state:
             if run.returncode == EXIT_NO_GPU:
@@ -191,6 +226,7 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
                                   run_s)
         samples = _read_json(w / "timing.json", {}).get("samples_ms") or []
         recheck = _recheck_timed(prepared, w)
+        mark("recheck_s")
         evidence = _read_json(w / "evidence.json", {})
     kernels = tuple(evidence.get("kernels") or ()) if evidence.get("kernels") is not None else None
     if recheck is not None:
@@ -320,7 +356,10 @@ def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candid
     try:
         if prepared is None:
             prepared = prepare_pytorch(task, fresh_seed(), device="cuda")
-        out = run_pytorch_candidate(prepared, code, settings, gpu_index, build=build, gpu_lock=gpu_lock)
+        phases: dict[str, float] = {}
+        out = run_pytorch_candidate(prepared, code, settings, gpu_index, build=build, gpu_lock=gpu_lock,
+                                    phases_s=phases)
+        durations.update({k: round(v, 4) for k, v in phases.items()})
         eager = baseline
         if eager is None and out.correct:
             with HOST.timing():
