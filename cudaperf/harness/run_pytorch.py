@@ -19,7 +19,7 @@ import json
 import re
 import sys
 import time
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -148,19 +148,17 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
             phases[name] = phases.get(name, 0.0) + now - last[0]
             last[0] = now
 
-        # With other runners of the task on the GPU (gpu_lock), the start-up (importing torch, the CUDA context) is
-        # background work: it waits while anything is timed, and nothing is timed until it is over.
-        startup = ExitStack()
-        if gpu_lock is not None:
-            startup.enter_context(HOST.background())
-        mark("startup_wait_s")
-
         def control(ctl: Control) -> None:
             mark("sandbox_s")
+            # With other runners on the GPU (gpu_lock), this one's start-up (importing torch, the CUDA context, the
+            # profiler) is paused background work: stopped (SIGSTOP) whenever anything is timed.
+            if gpu_lock is not None:
+                HOST.register(ctl.pid)
             try:
                 ok = ctl.read_line(timeout_s=tests_limit) == "ready"  # set up: torch, the CUDA context, the library
             finally:
-                startup.close()
+                if gpu_lock is not None:
+                    phases["startup_paused_s"] = HOST.unregister(ctl.pid)
             mark("startup_s")
             if not ok:
                 if not ctl.eof:
@@ -179,12 +177,14 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
             if state["verdict"][1] is not None or not settings.time_candidates:
                 ctl.send("stop")
                 return
-            with gpu, HOST.timing():  # timing, then the re-checked outputs and the profiled call
+            with gpu:  # timing (with the host quiet), then the re-checked outputs and the profiled call
                 mark("wait_s")
-                ok = ctl.send(f"time {settings.min_reps} {settings.max_reps} {settings.budget_ms} "
-                              f"{settings.cv_target} {settings.warmup}")
-                done = ctl.read_line(timeout_s=settings.timing_timeout_s) if ok else None
-                mark("timing_s")
+                with HOST.timing():
+                    mark("quiet_wait_s")
+                    ok = ctl.send(f"time {settings.min_reps} {settings.max_reps} {settings.budget_ms} "
+                                  f"{settings.cv_target} {settings.warmup}")
+                    done = ctl.read_line(timeout_s=settings.timing_timeout_s) if ok else None
+                    mark("timing_s")
                 state["timed"] = done == "timing_done"
                 if done is None and not ctl.eof:
                     ctl.kill()
@@ -195,12 +195,9 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
                 mark("profile_s")
 
         t0 = time.monotonic()
-        try:
-            run = run_sandboxed([py, "torch_runner.py", CTL_FD], w, env=scrubbed_env(w, extra),
-                                limits=SandboxLimits(wall_s=tests_limit + settings.timing_timeout_s + 60,
-                                                     max_processes=4096), control=control)
-        finally:
-            startup.close()  # when the process never reached control
+        run = run_sandboxed([py, "torch_runner.py", CTL_FD], w, env=scrubbed_env(w, extra),
+                            limits=SandboxLimits(wall_s=tests_limit + settings.timing_timeout_s + 60,
+                                                 max_processes=4096), control=control)
         run_s = time.monotonic() - t0
         mark("exit_s")
         tail = (run.stderr or run.stdout).strip()[-400:]

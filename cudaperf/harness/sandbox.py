@@ -231,6 +231,11 @@ class Control:
         self.eof = False
         self.killed = False
 
+    @property
+    def pid(self) -> int:
+        """The program's process id, which is also its process group's (it runs in its own session)."""
+        return self._proc.pid
+
     def read_line(self, timeout_s: float | None = None, max_bytes: int = 256) -> str | None:
         """The next line the program reported, without its newline; None at end of file (the program ended or
         closed the channel) or when ``timeout_s`` or the run's deadline passes (``eof`` tells which)."""
