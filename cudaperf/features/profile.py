@@ -57,6 +57,7 @@ from cudaperf.harness.sandbox import SandboxLimits, Workdir, copy_in, run_sandbo
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks.inputs import fresh_seed, generate_case, write_inputs
 from cudaperf.tasks.schema import CFunctionTask, Task
+from cudaperf.harness.environment import device_for_child
 
 _FLOP_WEIGHTS = {"fadd": 1, "fmul": 1, "ffma": 2, "dadd": 1, "dmul": 1, "dfma": 2, "hadd": 1, "hmul": 1, "hfma": 2}
 
@@ -245,7 +246,7 @@ def profile_features(task: Task, code: str, *, settings: HarnessSettings | None 
     if build.stage != "ok":
         return ProfileFeatures(False, error=f"{build.stage} failed: {(build.info.log or '; '.join(build.reasons))[-800:]}")
     case = generate_case(task, task.timing_config % len(task.size_configs), seed if seed is not None else fresh_seed())
-    extra = {"CUDA_VISIBLE_DEVICES": str(gpu_index)} if gpu_index is not None else {}
+    extra = {"CUDA_VISIBLE_DEVICES": device_for_child(gpu_index)} if gpu_index is not None else {}
     with Workdir(prefix="cudaperf-prof-") as w:
         exe = copy_in(build.exe, w, "candidate")
         write_inputs(w / "in.bin", task, [case])

@@ -30,6 +30,7 @@ from cudaperf.harness.quiet import HOST
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks.inputs import CaseInputs, CaseOutputs, OutputFormatError, generate_case, read_outputs, write_inputs
 from cudaperf.tasks.schema import CFunctionTask, is_float_type
+from cudaperf.harness.environment import device_for_child
 
 
 class HarnessError(RuntimeError):
@@ -449,7 +450,7 @@ class CandidateRun:
 
     def _run(self) -> CFunctionOutcome:
         prepared = self.prepared
-        extra = {"CUDA_VISIBLE_DEVICES": str(self.gpu_index)} if self.gpu_index is not None else {}
+        extra = {"CUDA_VISIBLE_DEVICES": device_for_child(self.gpu_index)} if self.gpu_index is not None else {}
         with Workdir(prefix="cudaperf-run-") as w:
             self._w = w
             exe = copy_in(self.build.exe, w, "candidate")  # type: ignore[arg-type]

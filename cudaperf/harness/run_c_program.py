@@ -34,6 +34,7 @@ from cudaperf.harness.sandbox import SandboxLimits, Workdir, copy_in, run_sandbo
 from cudaperf.harness.settings import HarnessSettings, speedup_flag
 from cudaperf.tasks.inputs import fresh_seed
 from cudaperf.tasks.schema import CProgramTask, Tolerance
+from cudaperf.harness.environment import device_for_child
 
 _NUM = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(inf|nan)$", re.I)
 
@@ -162,7 +163,7 @@ def run_program_candidate(task: CProgramTask, build: BuildOutcome, res: Evaluati
     lib = injection_library()
     with Workdir(prefix="cudaperf-run-") as w:
         exe = copy_in(build.exe, w, "program")
-        extra = {"CUDA_VISIBLE_DEVICES": str(gpu_index)} if gpu_index is not None else {}
+        extra = {"CUDA_VISIBLE_DEVICES": device_for_child(gpu_index)} if gpu_index is not None else {}
         if lib is not None:
             extra["CUDA_INJECTION64_PATH"] = str(copy_in(lib, w, "libinject.so"))
         env = scrubbed_env(w, extra)

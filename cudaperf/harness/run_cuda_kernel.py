@@ -16,6 +16,7 @@ from cudaperf.harness.result import EvaluationResult, Failure, FailureKind, Mism
 from cudaperf.harness.sandbox import SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks.schema import CudaKernelTask
+from cudaperf.harness.environment import device_for_child
 
 
 def build_kernel_candidate(task: CudaKernelTask, kernel_code: str, settings: HarnessSettings) -> BuildOutcome:
@@ -29,7 +30,7 @@ def build_kernel_candidate(task: CudaKernelTask, kernel_code: str, settings: Har
 def run_kernel_candidate(task: CudaKernelTask, build: BuildOutcome, res: EvaluationResult,
                          settings: HarnessSettings, gpu_index: int | None) -> EvaluationResult:
     assert build.exe is not None
-    extra = {"CUDA_VISIBLE_DEVICES": str(gpu_index)} if gpu_index is not None else {}
+    extra = {"CUDA_VISIBLE_DEVICES": device_for_child(gpu_index)} if gpu_index is not None else {}
     with Workdir(prefix="cudaperf-run-") as w:
         exe = copy_in(build.exe, w, "program")
         nonce = secrets.token_hex(8)

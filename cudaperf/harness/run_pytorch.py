@@ -32,6 +32,7 @@ from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, Workdir, c
                                       scrubbed_env, share_file)
 from cudaperf.harness.settings import HarnessSettings, speedup_flag
 from cudaperf.harness.static_checks import KERNEL_DEF_PATTERN
+from cudaperf.harness.environment import device_for_child
 
 RUNNER = Path(__file__).parent / "native" / "torch_runner.py"
 EXIT_NO_GPU = 5
@@ -119,7 +120,7 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
     if why is not None:
         return PyTorchOutcome(Stage.COMPILED, False, Failure(FailureKind.HARNESS, why, "harness"), 0, n, None, None,
                               0.0)
-    extra = {"CUDA_VISIBLE_DEVICES": str(gpu_index)} if gpu_index is not None else {}
+    extra = {"CUDA_VISIBLE_DEVICES": device_for_child(gpu_index)} if gpu_index is not None else {}
     if mode == "modelnew":  # load_inline needs nvcc and ninja
         extra["PATH"] = f"{Path(py).parent}:{cuda_home() / 'bin'}:/usr/local/bin:/usr/bin:/bin"
         extra["CUDA_HOME"] = str(cuda_home())
