@@ -386,5 +386,6 @@ def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candid
 
 
 PYTORCH_TIMING_METHOD = ("CUDA events around the call with a device-wide synchronize before the end mark; an "
-                         "untimed L2 flush (2x L2) and fresh input copies before each call; warm-up; adaptive "
-                         "repetitions; speedup over the eager reference timed the same way; TF32 off")
+                         "untimed L2 flush (2x L2), fresh input copies and (fast path) NaN-poisoned outputs made "
+                         "before each call; warm-up; adaptive repetitions; speedup over the eager reference timed "
+                         "the same way; TF32 off")
