@@ -717,7 +717,9 @@ def ranker_train(
     split: str = typer.Option("task", "--split", help="task: train on the tasks of the task split's train part; "
                               "family: on the training families only."),
     seed: int = typer.Option(0, "--seed"),
-    epochs: int = typer.Option(50, "--epochs"),
+    epochs: int = typer.Option(50, "--epochs", help="At least this many epochs (PAPER-SPEC §3: 50)."),
+    min_steps: int = typer.Option(3000, "--min-steps", help="At least this many optimiser steps: more epochs when "
+                                  "the dataset has few pairs (0: exactly --epochs, as the paper)."),
     batch_size: int = typer.Option(512, "--batch-size"),
 ) -> None:
     """Train the paper-tier MLP on per-task quartile pairs (deterministic for a dataset, split and seed)."""
@@ -726,12 +728,14 @@ def ranker_train(
 
     ds = _open_dataset(dataset)
     try:
-        r = train_ranker(ds, split=split, settings=RankerSettings(seed=seed, epochs=epochs, batch_size=batch_size),
+        r = train_ranker(ds, split=split, settings=RankerSettings(seed=seed, epochs=epochs, batch_size=batch_size,
+                                                                min_steps=min_steps),
                          log=lambda m: err.print(m))
     except ValueError as exc:
         _fail(str(exc))
     r.save(out)
-    err.print(f"trained on {r.meta['n_train_pairs']} pairs of {r.meta['n_train_tasks']} tasks (dataset "
+    err.print(f"trained on {r.meta['n_train_pairs']} pairs of {r.meta['n_train_tasks']} tasks, {r.meta['n_steps']} "
+              f"steps (dataset "
               f"{r.meta['dataset_version']}, split {split}, seed {seed}); saved to {out}")
 
 
