@@ -633,7 +633,7 @@ def dataset_stats(
     dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (n_tasks, n_families, n_candidates, "
                                  "n_valid_candidates, ...)."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Also write a speedup-by-strategy plot (PNG)."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Also write speedup-by-strategy plots (PNG): the C tasks to this path, the PyTorch tasks to NAME_pytorch.png beside it."),
 ) -> None:
     """Counts, the paper's filter (>= 5 valid variants, one >= 1.5x), speedups by strategy, reproducibility."""
     import math
@@ -645,9 +645,17 @@ def dataset_stats(
     if plot is not None:
         try:
             plot_speedup_by_strategy(ds, plot)
-            err.print(f"plot written to {plot}")
+            err.print(f"plot of the C tasks written to {plot}")
         except ValueError as exc:
             err.print(f"[yellow]no plot:[/] {exc}")
+        except ImportError:
+            _fail("plots need matplotlib: pip install 'cudaperf\\[plots]'")
+        pt_plot = plot.with_name(f"{plot.stem}_pytorch{plot.suffix}")
+        try:
+            plot_speedup_by_strategy(ds, pt_plot, pytorch=True)
+            err.print(f"plot of the PyTorch tasks written to {pt_plot}")
+        except ValueError as exc:
+            err.print(f"[yellow]no PyTorch plot:[/] {exc}")
         except ImportError:
             _fail("plots need matplotlib: pip install 'cudaperf\\[plots]'")
     if as_json:

@@ -157,6 +157,8 @@ def test_speedup_plot_is_drawn(small, tmp_path):
     small.measurements = [_row(c, "r1", True, 1.0 + i) for i, c in enumerate(cands)]
     out = plot_speedup_by_strategy(small, tmp_path / "p.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="of PyTorch tasks"):  # C speedups never land on the PyTorch plot
+        plot_speedup_by_strategy(small, tmp_path / "pt.png", pytorch=True)
     small.measurements = []
     with pytest.raises(ValueError, match="no valid measured"):
         plot_speedup_by_strategy(small, tmp_path / "q.png")
@@ -284,3 +286,19 @@ def test_measure_runs_external_candidates_as_untrusted_beside_the_family_ones(sm
     assert summary.batch.n_jobs == 2 and len(summary.batch.results) == 2
     rows = {m["candidate_id"]: m for m in small.measurements if m["run_id"] == "mix"}
     assert set(rows) == {fam[0]["candidate_id"], added[0]["candidate_id"]}
+
+
+def test_a_row_field_outside_the_schema_does_not_change_the_saved_version(small):
+    """An ingested row once carried a field (``cpu``) that the Parquet schema did not: it was dropped on save but
+    hashed before, so the version printed by ``ingest`` was not the version of the dataset on disk."""
+    c = small.candidates[0]
+    small.measurements = [{**_row(c, "r1", True, 2.0), "not_a_column": "x"}]
+    v = small.save()
+    assert Dataset.load(small.root).version() == v
+
+
+def test_measurements_keep_the_cpu_model(small):
+    c = small.candidates[0]
+    small.measurements = [{**_row(c, "r1", True, 2.0), "cpu": "Intel(R) Xeon(R) Processor x32"}]
+    small.save()
+    assert Dataset.load(small.root).measurements[0]["cpu"] == "Intel(R) Xeon(R) Processor x32"

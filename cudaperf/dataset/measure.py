@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from cudaperf.dataset.build import dataset_tasks
+from cudaperf.dataset.pytorch_families.common import TASK_PREFIX as TORCH_TASK_PREFIX
 from cudaperf.dataset.store import Dataset
 from cudaperf.harness.executor import BatchSummary, Job, run_batch
 from cudaperf.harness.result import EvaluationResult
@@ -238,7 +239,7 @@ def task_filter(ds: Dataset, cs: dict[str, dict[str, Any]] | None = None) -> dic
         elif len(valid) < MIN_VALID:
             verdict[t["id"]] = f"fewer than {MIN_VALID} valid variants"
         elif best < MIN_BEST_SPEEDUP:
-            than = "eager PyTorch" if t["family"].startswith("pt_") else "sequential"
+            than = "eager PyTorch" if t["family"].startswith(TORCH_TASK_PREFIX) else "sequential"
             verdict[t["id"]] = f"no variant >= {MIN_BEST_SPEEDUP}x faster than {than}"
         else:
             verdict[t["id"]] = "kept"
@@ -362,35 +363,39 @@ def run_summaries(ds: Dataset) -> list[dict[str, Any]]:
     return out
 
 
-def plot_speedup_by_strategy(ds: Dataset, out: Path) -> Path:
-    """Box plots per strategy tag over valid candidates: the speedup over the sequential C (left) and the speedup
-    relative to the median valid variant of the same task (right; this removes how much each task favours the
-    GPU, leaving what the strategy itself does)."""
+def plot_speedup_by_strategy(ds: Dataset, out: Path, *, pytorch: bool = False) -> Path:
+    """Box plots per strategy tag over valid candidates: the speedup over the task's baseline (left) and the
+    speedup relative to the median valid variant of the same task (right; this removes how much each task favours
+    the GPU, leaving what the strategy itself does). The C tasks' baseline is the sequential C, the PyTorch tasks'
+    is eager PyTorch on the GPU, so the two kinds are plotted apart: ``pytorch`` picks the PyTorch tasks."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     cs = candidate_summary(ds)
+    kind_of = {t["id"]: t["family"].startswith(TORCH_TASK_PREFIX) for t in ds.tasks}
+    cands = [c for c in ds.candidates if kind_of.get(c["task_id"], False) == pytorch]
     per_task: dict[str, list[float]] = defaultdict(list)
-    for c in ds.candidates:
+    for c in cands:
         s = cs[c["candidate_id"]]
         if s["valid"] and not math.isnan(s["speedup"]):
             per_task[c["task_id"]].append(s["speedup"])
     task_median = {t: statistics.median(v) for t, v in per_task.items()}
     absolute: dict[str, list[float]] = defaultdict(list)
     relative: dict[str, list[float]] = defaultdict(list)
-    for c in ds.candidates:
+    for c in cands:
         s = cs[c["candidate_id"]]
         if s["valid"] and not math.isnan(s["speedup"]):
             for tag in c["tags"]:
                 absolute[tag].append(s["speedup"])
                 relative[tag].append(s["speedup"] / task_median[c["task_id"]])
     if not absolute:
-        raise ValueError("no valid measured candidates to plot")
+        raise ValueError(f"no valid measured candidates of {'PyTorch' if pytorch else 'C'} tasks to plot")
     tags = sorted(relative, key=lambda t: statistics.median(relative[t]))
     fig, axes = plt.subplots(1, 2, figsize=(14, max(4, 0.3 * len(tags))), sharey=True)
-    for ax, data, label, ref in ((axes[0], absolute, "speedup over sequential C", MIN_BEST_SPEEDUP),
+    base = "eager PyTorch" if pytorch else "sequential C"
+    for ax, data, label, ref in ((axes[0], absolute, f"speedup over {base}", MIN_BEST_SPEEDUP),
                                  (axes[1], relative, "speedup / the task's median variant", None)):
         ax.boxplot([data[t] for t in tags], orientation="horizontal", showfliers=False)
         ax.set_xscale("log")
@@ -400,8 +405,8 @@ def plot_speedup_by_strategy(ds: Dataset, out: Path) -> Path:
         ax.set_xlabel(f"{label} (log scale)")
     axes[0].set_yticks(range(1, len(tags) + 1), [f"{t} (n={len(relative[t])})" for t in tags], fontsize=8)
     n_tasks = len(per_task)
-    fig.suptitle(f"cudaperf dataset {ds.version()}: speedup by strategy ({sum(len(v) for v in per_task.values())} "
-                 f"valid candidates of {n_tasks} tasks)")
+    fig.suptitle(f"cudaperf dataset {ds.version()}: speedup by strategy, {'PyTorch' if pytorch else 'C'} tasks "
+                 f"({sum(len(v) for v in per_task.values())} valid candidates of {n_tasks} tasks)")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

@@ -40,10 +40,10 @@ MEASUREMENT_SCHEMA = pa.schema([
     ("speedup", pa.float64()), ("candidate_median_ms", pa.float64()), ("candidate_cv", pa.float64()),
     ("baseline_median_ms", pa.float64()), ("baseline_cv", pa.float64()), ("kernels_in_timed_call", pa.int64()),
     ("gpu", pa.string()), ("driver", pa.string()), ("cuda", pa.string()), ("host", pa.string()),
-    ("timing_method", pa.string()), ("seed", pa.int64()),
+    ("timing_method", pa.string()), ("seed", pa.int64()), ("cpu", pa.string()),
 ])
 
-OPTIONAL_COLUMNS = {"seed"}
+OPTIONAL_COLUMNS = {"seed", "cpu"}
 """Columns added after the first version: absent in older files, read as null."""
 
 FILES = {"tasks": ("tasks.parquet", TASK_SCHEMA), "candidates": ("candidates.parquet", CANDIDATE_SCHEMA),
@@ -102,9 +102,12 @@ class Dataset:
 
     def save(self, extra_manifest: dict[str, Any] | None = None) -> str:
         self.root.mkdir(parents=True, exist_ok=True)
+        # Only the schema's columns are stored, so only they are kept (and hashed): the version of a saved dataset
+        # is the version of the same dataset loaded again.
         rows = {"tasks": sorted(self.tasks, key=lambda r: r["id"]),
                 "candidates": sorted(self.candidates, key=lambda r: r["candidate_id"]),
                 "measurements": sorted(self.measurements, key=lambda r: (r["candidate_id"], r["run_id"]))}
+        rows = {key: [{f.name: r.get(f.name) for f in FILES[key][1]} for r in rs] for key, rs in rows.items()}
         for key, (name, schema) in FILES.items():
             table = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows[key]], schema=schema)
             tmp = self.root / f".{name}.tmp"
