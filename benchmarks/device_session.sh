@@ -9,9 +9,9 @@
 #                 (BabelTower's test reads $CUDAPERF_BABELTOWER when the data is carried)
 #   tests-torch   GPU tests of the PyTorch side (fast path, adversarial candidates, families through measure)
 #   tests-harness GPU tests of the C harness and the profile tier
-#   measure-pt    the dataset's PyTorch problems (families pt_*), 8 minutes at most
-#   measure-c     more C tasks, held-out ones first, 8 minutes at most
-#   remeasure     a 10 % re-measure (reproducibility within one machine), 8 minutes at most
+#   measure-pt    the dataset's PyTorch problems (families pt_*), 7 minutes at most (RUNNERS=N: runners per GPU)
+#   measure-c     more C tasks, held-out ones first, 7 minutes at most
+#   remeasure     a 10 % re-measure (reproducibility within one machine), 7 minutes at most
 #   build-bench   the fast path against load_inline on the same five kernels
 # Then, on the CPU machine: `cudaperf dataset ingest $OUT/STORE.jsonl --run-id RUN` for each store.
 set -u
@@ -39,10 +39,14 @@ case "$step" in
       measure-c) args=(--held-out-first) ;;
       remeasure) args=(--remeasure --sample 0.1) ;;
     esac
-    run="$stamp-$step"
-    timeout 570 python -m cudaperf.cli dataset measure "${args[@]}" --store "$OUT/$run.jsonl" --run-id "$run" \
-      --max-minutes 8 > "$OUT/$run.log" 2>&1
-    echo "rc=$?" >> "$OUT/$run.log"; tail -c 800 "$OUT/$run.log"; gzip -f "$OUT/$run.jsonl" ;;
+    run="${RUN:-$stamp-$step}"  # RUN=ID with STORE=... resumes an earlier run
+    [ -n "${RUNNERS:-}" ] && args+=(--pytorch-runners "$RUNNERS")
+    # Resume: STORE=path/to/an/earlier/store.jsonl (carried) continues that run instead of starting a new one.
+    store="${STORE:-$OUT/$run.jsonl}"
+    timeout 570 python -m cudaperf.cli dataset measure "${args[@]}" --store "$store" --run-id "$run" \
+      --max-minutes 7 > "$OUT/$run.log" 2>&1
+    echo "rc=$?" >> "$OUT/$run.log"; tail -c 800 "$OUT/$run.log"
+    [ "$store" != "$OUT/$run.jsonl" ] && cp "$store" "$OUT/$run.jsonl"; gzip -f "$OUT/$run.jsonl" ;;
   build-bench)
     timeout 560 python benchmarks/torch_build.py --out "$OUT/torch_build.json" --repeats 1 > "$OUT/torch_build.log" 2>&1
     echo "rc=$?" >> "$OUT/torch_build.log"; tail -3 "$OUT/torch_build.log" ;;

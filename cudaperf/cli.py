@@ -486,6 +486,9 @@ def dataset_measure(
     compile_baseline: bool = typer.Option(False, "--compile-baseline", help="PyTorch tasks: also time the "
                                           "torch.compile baseline (seconds of compilation per task); speedups "
                                           "stay over eager."),
+    pytorch_runners: int = typer.Option(4, "--pytorch-runners", min=1, help="PyTorch tasks: runner processes "
+                                        "alive at once per GPU, taking turns on it (start-up overlaps, GPU work "
+                                        "never does)."),
 ) -> None:
     """Measure candidates with the harness on the local GPUs: one worker per GPU, tasks interleaved across
     families, starting while later tasks still compile in parallel. PyTorch tasks (families pt_*) run after the
@@ -518,7 +521,8 @@ def dataset_measure(
         from cudaperf.dataset.measure import MEASURE_SETTINGS
 
         summary = measure(ds, cands, store_path=store, run_id=run_id, progress=progress,
-                          settings=_replace(MEASURE_SETTINGS, timing_rounds=timing_rounds), held_out_first=held_out_first,
+                          settings=_replace(MEASURE_SETTINGS, timing_rounds=timing_rounds,
+                                            pytorch_runners=pytorch_runners), held_out_first=held_out_first,
                           max_seconds=max_minutes * 60 if max_minutes is not None else None,
                           compile_baseline=compile_baseline)
     version = ds.save()

@@ -32,9 +32,6 @@ from cudaperf.harness.result import EvaluationResult
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.harness.store import ResultStore
 
-TRUSTED_PARALLEL_RUNS = 4
-"""Runner processes alive at once on one GPU, for trusted candidates (``pipeline_candidates``): enough that one is
-always ready for the GPU while the others start up (a runner's start-up takes seconds, its GPU turn about one)."""
 N_TRIALS = 3
 
 

@@ -132,7 +132,7 @@ def run_batch(
         raise ValueError("two jobs share a (task_id, candidate_id) key")
     torch_jobs = [j for j in jobs if getattr(by_id[j.task_id], "kind", None) == "pytorch"]
     if torch_jobs:  # PyTorch tasks: their own per-GPU path (cudaperf.harness.batch_pytorch), after the C tasks
-        from cudaperf.harness.batch_pytorch import TRUSTED_PARALLEL_RUNS, run_pytorch_batch
+        from cudaperf.harness.batch_pytorch import run_pytorch_batch
 
         t_all = time.monotonic()
         c_jobs = [j for j in jobs if getattr(by_id[j.task_id], "kind", None) != "pytorch"]
@@ -143,7 +143,7 @@ def run_batch(
         left = None if max_seconds is None else max(0.0, max_seconds - (time.monotonic() - t_all))
         pt = run_pytorch_batch(by_id, torch_jobs, store, settings=settings, seed_of=seed_of, gpus=gpus,
                                progress=progress, max_seconds=left, compile_baseline=compile_baseline,
-                               parallel=TRUSTED_PARALLEL_RUNS if settings.pipeline_candidates else 1)
+                               parallel=max(1, settings.pytorch_runners) if settings.pipeline_candidates else 1)
         latest = store.latest()
         pt_results = tuple(latest[(j.task_id, j.candidate_id)] for j in torch_jobs
                            if (j.task_id, j.candidate_id) in latest)

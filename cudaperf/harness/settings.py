@@ -35,6 +35,10 @@ class HarnessSettings:
     """In a batch, start a task's next candidate (its hidden tests) while the previous one's process ends and is
     judged; timing still waits until the previous process is gone. Two sandboxed processes of the same user then
     coexist briefly, so this too is only for candidates that do not attack each other (the dataset's)."""
+    pytorch_runners: int = 4
+    """With ``pipeline_candidates``: PyTorch runner processes alive at once per GPU, taking turns on it
+    (:mod:`cudaperf.harness.batch_pytorch`). A runner's start-up takes seconds and its GPU turn a fraction of one, so
+    more runners keep the GPU busier, at the cost of host memory and start-up CPU."""
     reference_warmup: int = 1
     test_timeout_s: float = 60.0
     """Wall-clock limit for the candidate's test run (all hidden tests)."""
