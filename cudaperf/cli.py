@@ -520,11 +520,18 @@ def dataset_measure(
 
         from cudaperf.dataset.measure import MEASURE_SETTINGS
 
-        summary = measure(ds, cands, store_path=store, run_id=run_id, progress=progress,
-                          settings=_replace(MEASURE_SETTINGS, timing_rounds=timing_rounds,
-                                            pytorch_runners=pytorch_runners), held_out_first=held_out_first,
-                          max_seconds=max_minutes * 60 if max_minutes is not None else None,
-                          compile_baseline=compile_baseline)
+        try:
+            summary = measure(ds, cands, store_path=store, run_id=run_id, progress=progress,
+                              settings=_replace(MEASURE_SETTINGS, timing_rounds=timing_rounds,
+                                                pytorch_runners=pytorch_runners), held_out_first=held_out_first,
+                              max_seconds=max_minutes * 60 if max_minutes is not None else None,
+                              compile_baseline=compile_baseline)
+        except Exception:
+            version = ds.save()  # the results that finished are kept; the error below is the harness's
+            err.print(f"[red]the measurement stopped on a harness error[/]; the results that finished are saved "
+                      f"(dataset version {version}); rerun with --store {store or ds.root / 'runs' / f'{run_id}.jsonl'} "
+                      f"--run-id {run_id} to resume")
+            raise
     version = ds.save()
     b = summary.batch
     if not b.gpus:

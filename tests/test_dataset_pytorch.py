@@ -85,6 +85,25 @@ def test_measure_without_a_gpu_builds_every_variant_and_leaves_them_unscored(tor
     assert again.batch.pytorch.n_skipped == 0
 
 
+
+def test_a_harness_fault_mid_run_keeps_the_finished_results(torch_ds, tmp_path, monkeypatch):
+    """On the H200 a worker died of a harness fault (a wrong CUDA_VISIBLE_DEVICES) after 147 results had been
+    stored: the error must still surface, but the finished results must reach the dataset."""
+    import cudaperf.harness.batch_pytorch as bp
+
+    ds, _ = torch_ds
+    cands = [c for c in select_candidates(ds, families=["pt_row_softmax"]) if c["task_id"] == "pt_row_softmax_000"]
+    real = bp.run_pytorch_batch
+
+    def dies_after_two(tasks, jobs, store, **kw):
+        real(tasks, jobs[:2], store, **kw)
+        raise RuntimeError("CUDA error: invalid device ordinal")
+
+    monkeypatch.setattr(bp, "run_pytorch_batch", dies_after_two)
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        measure(ds, cands, store_path=tmp_path / "run.jsonl", run_id="fault", settings=HarnessSettings(budget_ms=50))
+    assert len([m for m in ds.measurements if m["run_id"] == "fault"]) == 2
+
 def test_shipped_dataset_has_the_pytorch_problems():
     from cudaperf.dataset.store import default_dataset_dir
 

@@ -152,18 +152,21 @@ def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path |
     summary = None
     # The families' own variants are trusted (pipelined or interleaved processes, runners started together);
     # external candidates (model-generated ones, say) run one process at a time, as any untrusted candidate does.
-    for trusted in (True, False):
-        part = [c for c in ranked if (c.get("origin", "family") == "family") == trusted]
-        if not part:
-            continue
-        left = None if max_seconds is None else max(0.0, max_seconds - (time.monotonic() - t0))
-        s = run_batch([tasks[t] for t in order], [Job(c["task_id"], c["name"], c["code"]) for c in part], store,
-                      settings=settings if trusted else replace(settings, pipeline_candidates=False, timing_rounds=1),
-                      gpus=gpus, progress=progress, prepare_ahead=24, prepare_workers=2, seed_of=dataset_seed,
-                      max_seconds=left, compile_baseline=compile_baseline)
-        summary = s if summary is None else summary.plus(s)
+    try:
+        for trusted in (True, False):
+            part = [c for c in ranked if (c.get("origin", "family") == "family") == trusted]
+            if not part:
+                continue
+            left = None if max_seconds is None else max(0.0, max_seconds - (time.monotonic() - t0))
+            s = run_batch([tasks[t] for t in order], [Job(c["task_id"], c["name"], c["code"]) for c in part],
+                          store, settings=settings if trusted else replace(settings, pipeline_candidates=False,
+                                                                           timing_rounds=1),
+                          gpus=gpus, progress=progress, prepare_ahead=24, prepare_workers=2, seed_of=dataset_seed,
+                          max_seconds=left, compile_baseline=compile_baseline)
+            summary = s if summary is None else summary.plus(s)
+    finally:  # a harness fault still leaves the finished results in the dataset (the caller saves it)
+        ingest(ds, store.read(), run_id, by_key)
     assert summary is not None, "measure() needs at least one candidate"
-    ingest(ds, store.read(), run_id, by_key)
     return MeasureSummary(run_id, len(candidates), len({c["task_id"] for c in candidates}), summary,
                           time.monotonic() - t0)
 
