@@ -589,6 +589,30 @@ def dataset_ingest(
     err.print(f"ingested {n} results of run {run_id}; dataset version {version}")
 
 
+@dataset_app.command("supersede")
+def dataset_supersede(
+    run_id: str = typer.Argument(..., help="The measurement run whose rows no longer count."),
+    why: Optional[str] = typer.Option(None, "--why", help="The reason, kept with each row (required unless "
+                                      "--undo)."),
+    undo: bool = typer.Option(False, "--undo", help="Let the run count again."),
+    dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
+) -> None:
+    """Stop counting a run's measurements (a harness fault or a changed timing method, say) without deleting them:
+    speedups, validity, the filter, the ranker's data and `measure`'s choice of what is left to measure leave
+    them out; `dataset stats` lists the run with its reason."""
+    from cudaperf.dataset.measure import supersede
+
+    if not undo and not why:
+        _fail("say why the run no longer counts: --why TEXT (or --undo)")
+    ds = _open_dataset(dataset)
+    runs = {m["run_id"] for m in ds.measurements}
+    if run_id not in runs:
+        _fail(f"no run {run_id!r} in the dataset (runs: {', '.join(sorted(runs)) or 'none'})")
+    n = supersede(ds, run_id, None if undo else why)
+    version = ds.save()
+    err.print(f"{n} rows of run {run_id} {'count again' if undo else 'superseded'}; dataset version {version}")
+
+
 @dataset_app.command("add-candidates")
 def dataset_add_candidates(
     file: Path = typer.Argument(..., help="A .jsonl of {task_id, name, code or completion, tags?} rows (e.g. "
@@ -709,6 +733,9 @@ def dataset_stats(
         span = sum(r["span_s"] or 0.0 for r in runs)
         console.print(f"{len(runs)} measurement runs, {sum(r['n'] for r in runs)} rows, {span / 60:.1f} min from "
                       f"first to last result in each, summed (GPUs: {', '.join(sorted({g for r in runs for g in r['gpus']})) or '-'})")
+        for r in runs:
+            if r.get("superseded"):
+                console.print(f"superseded: run {r['run_id']} ({r['n']} rows): {r['superseded']}")
 
 
 # ---------------------------------------------------------------------------------------------------------------

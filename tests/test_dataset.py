@@ -302,3 +302,48 @@ def test_measurements_keep_the_cpu_model(small):
     small.measurements = [{**_row(c, "r1", True, 2.0), "cpu": "Intel(R) Xeon(R) Processor x32"}]
     small.save()
     assert Dataset.load(small.root).measurements[0]["cpu"] == "Intel(R) Xeon(R) Processor x32"
+
+
+def test_a_superseded_run_stops_counting_and_can_count_again(small, tmp_path):
+    from typer.testing import CliRunner
+
+    from cudaperf.cli import app
+    from cudaperf.dataset.measure import candidate_summary, select_candidates
+
+    c = small.candidates[0]
+    small.measurements = [_row(c, "old", True, 4.0), _row(c, "new", True, 1.0)]
+    small.save()
+    runner = CliRunner()
+    r = runner.invoke(app, ["dataset", "supersede", "old", "-d", str(small.root)])
+    assert r.exit_code != 0 and "--why" in r.output
+    r = runner.invoke(app, ["dataset", "supersede", "nope", "--why", "x", "-d", str(small.root)])
+    assert r.exit_code != 0 and "no run 'nope'" in r.output
+    r = runner.invoke(app, ["dataset", "supersede", "old", "--why", "timed the poison fill", "-d", str(small.root)])
+    assert r.exit_code == 0, r.output
+    ds = Dataset.load(small.root)
+    assert ds.version() != small.version()  # the reason is part of the content
+    assert len(ds.measurements) == 2  # kept for the record
+    s = candidate_summary(ds)[c["candidate_id"]]
+    assert s["runs"] == 1 and s["speedup"] == pytest.approx(1.0)
+    assert [x["superseded"] for x in stats(ds)["runs"] if x["run_id"] == "old"] == ["timed the poison fill"]
+    supersede_new = runner.invoke(app, ["dataset", "supersede", "new", "--why", "also", "-d", str(small.root)])
+    assert supersede_new.exit_code == 0
+    ds = Dataset.load(small.root)
+    assert c["candidate_id"] in {x["candidate_id"] for x in select_candidates(ds)}  # left to measure again
+    r = runner.invoke(app, ["dataset", "supersede", "old", "--undo", "-d", str(small.root)])
+    assert r.exit_code == 0, r.output
+    assert candidate_summary(Dataset.load(small.root))[c["candidate_id"]]["speedup"] == pytest.approx(4.0)
+
+
+def test_every_field_of_a_measurement_row_is_a_stored_column():
+    """A row field outside the Parquet schema is silently lost on save (the CPU model and the torch.compile
+    baseline once were)."""
+    from cudaperf.dataset.measure import measurement_row
+    from cudaperf.dataset.store import MEASUREMENT_SCHEMA
+    from cudaperf.harness.evaluate import evaluate
+    from cudaperf.tasks import builtin_candidates, find_task, load_builtin_tasks
+
+    task = find_task(load_builtin_tasks(), "saxpy")
+    code = next(c for c in builtin_candidates() if c.task_id == "saxpy").source
+    row = measurement_row(evaluate(task, code), "saxpy/x", "r")
+    assert set(row) <= {f.name for f in MEASUREMENT_SCHEMA}, set(row) - {f.name for f in MEASUREMENT_SCHEMA}

@@ -86,7 +86,7 @@ def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, rem
     ill-conditioned (:mod:`cudaperf.dataset.conditioning`) are left out unless ``include_ill_conditioned``."""
     from cudaperf.dataset.conditioning import load_conditioning
 
-    measured = {m["candidate_id"] for m in ds.measurements if m["status"] == "scored"}
+    measured = {m["candidate_id"] for m in live_measurements(ds) if m["status"] == "scored"}
     ill = set() if include_ill_conditioned else set(load_conditioning(ds))
     cands = [c for c in ds.candidates if (families is None or c["family"] in families)
              and (candidate_ids is None or c["candidate_id"] in candidate_ids) and c["task_id"] not in ill]
@@ -198,11 +198,27 @@ def _gmean(xs: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(x) for x in xs)) if xs else math.nan
 
 
+def live_measurements(ds: Dataset) -> list[dict[str, Any]]:
+    """The measurements that count: all but those of superseded runs (``cudaperf dataset supersede``), which stay
+    in the table for the record."""
+    return [m for m in ds.measurements if not m.get("superseded")]
+
+
+def supersede(ds: Dataset, run_id: str, why: str | None) -> int:
+    """Mark every row of ``run_id`` superseded for the reason ``why`` (None: count again); the rows it changed."""
+    n = 0
+    for k, m in enumerate(ds.measurements):
+        if m["run_id"] == run_id and m.get("superseded") != why:
+            ds.measurements[k] = {**m, "superseded": why}
+            n += 1
+    return n
+
+
 def candidate_summary(ds: Dataset) -> dict[str, dict[str, Any]]:
-    """Per candidate over its scored measurements: valid (correct in every scored run), speedup (geometric mean
-    over the runs), runs."""
+    """Per candidate over its scored measurements (superseded runs left out): valid (correct in every scored
+    run), speedup (geometric mean over the runs), runs."""
     per: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for m in ds.measurements:
+    for m in live_measurements(ds):
         if m["status"] == "scored":
             per[m["candidate_id"]].append(m)
     out = {}
@@ -250,9 +266,10 @@ def task_filter(ds: Dataset, cs: dict[str, dict[str, Any]] | None = None) -> dic
 
 
 def reproducibility(ds: Dataset) -> dict[str, Any]:
-    """|log(speedup_a / speedup_b)| over candidates correct in two or more scored runs (first two runs)."""
+    """|log(speedup_a / speedup_b)| over candidates correct in two or more scored runs (first two runs; superseded
+    runs left out)."""
     per: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for m in sorted(ds.measurements, key=lambda m: m["measured_at"] or ""):
+    for m in sorted(live_measurements(ds), key=lambda m: m["measured_at"] or ""):
         if m["status"] == "scored" and m["correct"] and m["speedup"]:
             per[m["candidate_id"]].append(m)
     diffs = sorted(abs(math.log(v[0]["speedup"] / v[1]["speedup"])) for v in per.values() if len(v) >= 2)
@@ -362,7 +379,8 @@ def run_summaries(ds: Dataset) -> list[dict[str, Any]]:
                     "gpus": sorted({m["gpu"] for m in rows if m.get("gpu")}),
                     "hosts": sorted({m["host"] for m in rows if m.get("host")}),
                     "first": times[0].isoformat() if times else None, "last": times[-1].isoformat() if times else None,
-                    "span_s": (times[-1] - times[0]).total_seconds() if len(times) > 1 else None})
+                    "span_s": (times[-1] - times[0]).total_seconds() if len(times) > 1 else None,
+                    "superseded": next((m["superseded"] for m in rows if m.get("superseded")), None)})
     return out
 
 

@@ -40,10 +40,11 @@ MEASUREMENT_SCHEMA = pa.schema([
     ("speedup", pa.float64()), ("candidate_median_ms", pa.float64()), ("candidate_cv", pa.float64()),
     ("baseline_median_ms", pa.float64()), ("baseline_cv", pa.float64()), ("kernels_in_timed_call", pa.int64()),
     ("gpu", pa.string()), ("driver", pa.string()), ("cuda", pa.string()), ("host", pa.string()),
-    ("timing_method", pa.string()), ("seed", pa.int64()), ("cpu", pa.string()),
+    ("timing_method", pa.string()), ("seed", pa.int64()), ("cpu", pa.string()), ("superseded", pa.string()),
+    ("compiled_baseline_median_ms", pa.float64()),
 ])
 
-OPTIONAL_COLUMNS = {"seed", "cpu"}
+OPTIONAL_COLUMNS = {"seed", "cpu", "superseded", "compiled_baseline_median_ms"}
 """Columns added after the first version: absent in older files, read as null."""
 
 FILES = {"tasks": ("tasks.parquet", TASK_SCHEMA), "candidates": ("candidates.parquet", CANDIDATE_SCHEMA),
