@@ -52,12 +52,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cudaperf.harness.environment import device_for_child
 from cudaperf.harness.evaluate import build_candidate, check_candidate
 from cudaperf.harness.sandbox import SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env, share_file
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks.inputs import fresh_seed, generate_case, write_inputs
 from cudaperf.tasks.schema import CFunctionTask, Task
-from cudaperf.harness.environment import device_for_child
 
 _FLOP_WEIGHTS = {"fadd": 1, "fmul": 1, "ffma": 2, "dadd": 1, "dmul": 1, "dfma": 2, "hadd": 1, "hmul": 1, "hfma": 2}
 

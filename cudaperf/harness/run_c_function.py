@@ -23,6 +23,7 @@ import numpy as np
 from cudaperf.harness.compare import compare_arrays, describe_mismatch
 from cudaperf.harness.compile import BuildOutcome, build_reference
 from cudaperf.harness.driver import EXIT_NO_GPU, driver_source
+from cudaperf.harness.environment import device_for_child
 from cudaperf.harness.result import Failure, FailureKind, GpuEvidence, Stage, TestOutcome, TimingStats
 from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, SandboxRun, Workdir, copy_in, link_in,
                                       run_sandboxed, scrubbed_env)
@@ -30,7 +31,6 @@ from cudaperf.harness.quiet import HOST
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks.inputs import CaseInputs, CaseOutputs, OutputFormatError, generate_case, read_outputs, write_inputs
 from cudaperf.tasks.schema import CFunctionTask, is_float_type
-from cudaperf.harness.environment import device_for_child
 
 
 class HarnessError(RuntimeError):

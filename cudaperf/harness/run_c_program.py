@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from cudaperf.harness.compile import BuildOutcome, build_c_program, build_cuda_program, injection_library
+from cudaperf.harness.environment import device_for_child
 from cudaperf.harness.result import (
     EvaluationResult,
     Failure,
@@ -34,7 +35,6 @@ from cudaperf.harness.sandbox import SandboxLimits, Workdir, copy_in, run_sandbo
 from cudaperf.harness.settings import HarnessSettings, speedup_flag
 from cudaperf.tasks.inputs import fresh_seed
 from cudaperf.tasks.schema import CProgramTask, Tolerance
-from cudaperf.harness.environment import device_for_child
 
 _NUM = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(inf|nan)$", re.I)
 

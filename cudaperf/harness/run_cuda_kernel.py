@@ -12,11 +12,11 @@ from dataclasses import replace
 
 from cudaperf.harness import kernel_program
 from cudaperf.harness.compile import BuildOutcome, build_cuda_program
+from cudaperf.harness.environment import device_for_child
 from cudaperf.harness.result import EvaluationResult, Failure, FailureKind, Mismatch, Stage, TestOutcome
 from cudaperf.harness.sandbox import SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks.schema import CudaKernelTask
-from cudaperf.harness.environment import device_for_child
 
 
 def build_kernel_candidate(task: CudaKernelTask, kernel_code: str, settings: HarnessSettings) -> BuildOutcome:

@@ -25,6 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from cudaperf.harness.compile import BuildOutcome, ToolchainError
+from cudaperf.harness.environment import device_for_child
 from cudaperf.harness.pytorch_reference import PreparedPyTorch, compare_outputs
 from cudaperf.harness.quiet import HOST
 from cudaperf.harness.result import Failure, FailureKind, Stage, TimingStats
@@ -32,7 +33,6 @@ from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, Workdir, c
                                       scrubbed_env, share_file)
 from cudaperf.harness.settings import HarnessSettings, speedup_flag
 from cudaperf.harness.static_checks import KERNEL_DEF_PATTERN
-from cudaperf.harness.environment import device_for_child
 
 RUNNER = Path(__file__).parent / "native" / "torch_runner.py"
 EXIT_NO_GPU = 5

@@ -34,7 +34,7 @@ class RankerSettings:
 
     The paper's 50 epochs over its ~2,900 C tasks' pairs at batch 512 are about a thousand steps; over our few
     hundred training pairs they would be 50 steps, and the MLP stops far short of what it can learn (on the
-    built-in dataset, held-out pairwise accuracy 0.70 after 50 steps against 0.81 after 3,000, full batch or
+    built-in dataset, held-out pairwise accuracy 0.69 after 50 steps against 0.81 after 3,000, full batch or
     batch 32 alike: docs/BENCHMARKS.md). So training runs ``max(epochs, ceil(min_steps / batches per epoch))``
     epochs; ``min_steps=0`` gives the paper's 50 epochs exactly."""
 
