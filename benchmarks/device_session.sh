@@ -10,6 +10,8 @@
 #   tests-torch   GPU tests of the PyTorch side (fast path, adversarial candidates, families through measure)
 #   tests-harness GPU tests of the C harness and the profile tier
 #   measure-pt    the dataset's PyTorch problems (families pt_*), 7 minutes at most (RUNNERS=N: runners per GPU)
+#   remeasure-pt  the PyTorch problems measured before, again (a new run), 7 minutes at most
+#   pt-both       measure-pt for PT_MINUTES (default 5), then remeasure-pt in what is left of 9 minutes
 #   measure-c     more C tasks, held-out ones first, 7 minutes at most
 #   remeasure     a 10 % re-measure (reproducibility within one machine), 7 minutes at most
 #   build-bench   the fast path against load_inline on the same five kernels
@@ -33,18 +35,28 @@ case "$step" in
     timeout 560 python -m pytest -v -m gpu tests/gpu/test_gpu_harness.py tests/gpu/test_gpu_profile.py \
       -p no:cacheprovider --durations=0 > "$OUT/gpu_tests_harness.log" 2>&1
     echo "rc=$?" >> "$OUT/gpu_tests_harness.log"; tail -3 "$OUT/gpu_tests_harness.log" ;;
-  measure-pt|measure-c|remeasure)
+  pt-both)
+    # The re-measure reads a copy of the dataset as it was before: the first part's rows are ingested on the way.
+    t0=$(date +%s); rm -rf /tmp/dataset_before; cp -r cudaperf/data/dataset /tmp/dataset_before
+    MINUTES=${PT_MINUTES:-5} LIMIT=400 bash "$0" measure-pt
+    left=$(( 540 - ($(date +%s) - t0) ))
+    DATASET=/tmp/dataset_before MINUTES=$(python -c "print(max(0.5, ($left - 75) / 60))") LIMIT=$left \
+      bash "$0" remeasure-pt ;;
+  measure-pt|remeasure-pt|measure-c|remeasure)
+    pt_families=$(python -c 'from cudaperf.dataset.build import torch_family_names as f; print(",".join(sorted(f())))')
     case "$step" in
-      measure-pt) args=(--families "$(python -c 'from cudaperf.dataset.build import torch_family_names as f; print(",".join(sorted(f())))')") ;;
+      measure-pt) args=(--families "$pt_families") ;;
+      remeasure-pt) args=(--remeasure --families "$pt_families") ;;
       measure-c) args=(--held-out-first) ;;
       remeasure) args=(--remeasure --sample 0.1) ;;
     esac
     run="${RUN:-$stamp-$step}"  # RUN=ID with STORE=... resumes an earlier run
     [ -n "${RUNNERS:-}" ] && args+=(--pytorch-runners "$RUNNERS")
+    [ -n "${DATASET:-}" ] && args+=(--dataset "$DATASET")
     # Resume: STORE=path/to/an/earlier/store.jsonl (carried) continues that run instead of starting a new one.
     store="${STORE:-$OUT/$run.jsonl}"
-    timeout 570 python -m cudaperf.cli dataset measure "${args[@]}" --store "$store" --run-id "$run" \
-      --max-minutes 7 > "$OUT/$run.log" 2>&1
+    timeout "${LIMIT:-570}" python -m cudaperf.cli dataset measure "${args[@]}" --store "$store" --run-id "$run" \
+      --max-minutes "${MINUTES:-7}" > "$OUT/$run.log" 2>&1
     echo "rc=$?" >> "$OUT/$run.log"; tail -c 800 "$OUT/$run.log"
     [ "$store" != "$OUT/$run.jsonl" ] && cp "$store" "$OUT/$run.jsonl"; gzip -f "$OUT/$run.jsonl" ;;
   build-bench)

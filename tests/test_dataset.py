@@ -330,6 +330,7 @@ def test_a_superseded_run_stops_counting_and_can_count_again(small, tmp_path):
     assert supersede_new.exit_code == 0
     ds = Dataset.load(small.root)
     assert c["candidate_id"] in {x["candidate_id"] for x in select_candidates(ds)}  # left to measure again
+    assert c["candidate_id"] not in {x["candidate_id"] for x in select_candidates(ds, remeasure=True)}
     r = runner.invoke(app, ["dataset", "supersede", "old", "--undo", "-d", str(small.root)])
     assert r.exit_code == 0, r.output
     assert candidate_summary(Dataset.load(small.root))[c["candidate_id"]]["speedup"] == pytest.approx(4.0)
@@ -347,3 +348,18 @@ def test_every_field_of_a_measurement_row_is_a_stored_column():
     code = next(c for c in builtin_candidates() if c.task_id == "saxpy").source
     row = measurement_row(evaluate(task, code), "saxpy/x", "r")
     assert set(row) <= {f.name for f in MEASUREMENT_SCHEMA}, set(row) - {f.name for f in MEASUREMENT_SCHEMA}
+
+
+def test_remeasure_selects_only_measured_candidates():
+    """``--remeasure`` measures again what has a scored measurement, and nothing else (its help says so)."""
+    from cudaperf.dataset.conditioning import load_conditioning
+    from cudaperf.dataset.measure import live_measurements, select_candidates
+    from cudaperf.dataset.store import default_dataset_dir
+
+    ds = Dataset.load(default_dataset_dir())
+    measured = {m["candidate_id"] for m in live_measurements(ds) if m["status"] == "scored"}
+    again = {c["candidate_id"] for c in select_candidates(ds, remeasure=True)}
+    fresh = {c["candidate_id"] for c in select_candidates(ds)}
+    assert again and again <= measured and not again & fresh
+    ill = set(load_conditioning(ds))
+    assert again | fresh == {c["candidate_id"] for c in ds.candidates if c["task_id"] not in ill}

@@ -81,7 +81,8 @@ def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, rem
                       candidate_ids: Sequence[str] | None = None,
                       tasks_per_family: int | None = None, held_out_first: bool = False,
                       include_ill_conditioned: bool = False) -> list[dict[str, Any]]:
-    """Candidates to measure: by default those with no scored measurement yet; ``sample_tasks`` draws that
+    """Candidates to measure: by default those with no scored measurement yet, with ``remeasure`` only those that
+    have one (a new run measures them again); ``sample_tasks`` draws that
     fraction of the tasks (all their candidates) with ``seed``, for re-measurement. Tasks whose reference is
     ill-conditioned (:mod:`cudaperf.dataset.conditioning`) are left out unless ``include_ill_conditioned``."""
     from cudaperf.dataset.conditioning import load_conditioning
@@ -90,8 +91,7 @@ def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, rem
     ill = set() if include_ill_conditioned else set(load_conditioning(ds))
     cands = [c for c in ds.candidates if (families is None or c["family"] in families)
              and (candidate_ids is None or c["candidate_id"] in candidate_ids) and c["task_id"] not in ill]
-    if not remeasure:
-        cands = [c for c in cands if c["candidate_id"] not in measured]
+    cands = [c for c in cands if (c["candidate_id"] in measured) == remeasure]
     task_ids = sorted({c["task_id"] for c in cands})
     if sample_tasks is not None:
         rng = random.Random(seed)
