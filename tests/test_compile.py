@@ -77,3 +77,60 @@ def test_globals_and_constant_memory_are_allowed(saxpy):
            + _src("fast"))
     b = build_candidate(saxpy, src, HarnessSettings())
     assert b.stage == "ok", (b.stage, b.reasons, b.info.log)
+
+
+def _without_host_compiler(monkeypatch):
+    """nvcc (real) in the sandbox with a PATH that has no gcc: it cannot run its host compiler, which is what a
+    host out of processes looks like to it."""
+    import cudaperf.harness.compile as compile_mod
+    from cudaperf.harness.sandbox import scrubbed_env
+
+    nvcc_dir = str(compile_mod.Path(compile_mod.nvcc_path()).parent)
+    monkeypatch.setattr(compile_mod, "scrubbed_env", lambda w, extra=None: {**scrubbed_env(w), "PATH": nvcc_dir})
+    monkeypatch.setattr(compile_mod, "TOOLCHAIN_RETRY_DELAYS_S", (0.0,))
+
+
+def test_a_toolchain_that_cannot_run_is_unscored_and_not_cached(saxpy, monkeypatch):
+    """A build that failed for the host's reasons (seen on the H200: fork failing with EAGAIN while 16 runners
+    held threads) is the harness's fault: never the candidate's compile error, never cached."""
+    from cudaperf.harness.compile import ToolchainError
+    from cudaperf.harness.evaluate import evaluate
+
+    with monkeypatch.context() as m:
+        _without_host_compiler(m)
+        with pytest.raises(ToolchainError, match="after 2 tries.*Failed to preprocess host compiler properties"):
+            build_c_function_candidate(_src("fast"), driver_source(saxpy), "saxpy", arch="sm_90")
+        res = evaluate(saxpy, f"```cuda\n{_src('fast')}\n```", settings=HarnessSettings(arch="sm_90"))
+        assert res.status == "unscored" and "ToolchainError" in res.failure.message
+        assert res.failure.attributed_to == "harness"
+    again = build_c_function_candidate(_src("fast"), driver_source(saxpy), "saxpy", arch="sm_90")
+    assert again.stage == "ok" and not again.info.cached  # the fault was not remembered
+
+
+def test_toolchain_faults_are_told_apart_from_the_sources():
+    from cudaperf.harness.compile import toolchain_fault
+
+    for log in ("setpriv: failed to execute /bin/sh: Resource temporarily unavailable",
+                "cudaperf-init: 1: Cannot fork",
+                "gcc: fatal error: cannot execute 'as': vfork: Resource temporarily unavailable",
+                "nvcc fatal   : Failed to preprocess host compiler properties.", ""):
+        assert toolchain_fault(False, log), log
+    for log in ('candidate.cu(3): error: identifier "nope" is undefined',
+                "nvcc was killed by SIGXFSZ\n", "nvcc did not finish within 180 s\n"):
+        assert toolchain_fault(False, log) is None, log
+    assert toolchain_fault(True, "") is None
+
+
+def test_a_cached_toolchain_fault_is_built_again(saxpy):
+    """Cache entries written before faults were told apart are not trusted."""
+    from cudaperf.harness.compile import _store, sha256
+
+    first = build_candidate(saxpy, "__global__ void k() { nope; }", HarnessSettings(arch="sm_90"))
+    assert first.stage == "compile"
+    import cudaperf.harness.compile as compile_mod
+
+    key = next(p.stem for p in compile_mod.cache_dir().rglob("*.json"))
+    _store(key, None, {"stage": "compile", "log": "sh: 1: Cannot fork", "reasons": []})
+    again = build_candidate(saxpy, "__global__ void k() { nope; }", HarnessSettings(arch="sm_90"))
+    assert again.stage == "compile" and not again.info.cached and "nope" in again.info.log
+    assert sha256  # the key scheme is the module's own

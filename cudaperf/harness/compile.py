@@ -191,6 +191,8 @@ def _lookup(key: str) -> tuple[Path | None, dict] | None:
     if not meta_p.exists():
         return None
     meta = json.loads(meta_p.read_text())
+    if meta.get("stage") in ("compile", "link") and toolchain_fault(False, meta.get("log", "")):
+        return None  # written before such faults were told apart from the source's: build again
     exe = d / key
     if meta.get("stage") == "ok" and not exe.exists():
         return None
@@ -285,17 +287,48 @@ def compile_priority(nice: int) -> Iterator[None]:
         _PRIORITY.nice = old
 
 
+TOOLCHAIN_FAULT = re.compile(
+    r"Resource temporarily unavailable|Cannot fork|\bv?fork: |pthread_create failed|setpriv: failed to execute"
+    r"|Failed to preprocess host compiler properties")
+"""Compiler output that says the toolchain could not run (the host ran out of processes, say), not that the
+source is wrong. Such a build is retried, never cached, and in the end a :class:`ToolchainError`."""
+TOOLCHAIN_RETRY_DELAYS_S = (1.0, 4.0)
+
+
+def toolchain_fault(ok: bool, log: str) -> str | None:
+    """Why a failed compile is the harness's fault, or None when it is the source's: the log says the toolchain
+    could not run, or nvcc failed without a word (a syntax error always has a diagnostic)."""
+    if ok:
+        return None
+    m = TOOLCHAIN_FAULT.search(log)
+    if m:
+        line = next((ln for ln in log.splitlines() if m.group(0) in ln), m.group(0))
+        return line.strip()[:300]
+    return None if log.strip() else "nvcc failed without any output"
+
+
 def _nvcc_in_sandbox(args: list[str], workdir: Path) -> tuple[bool, str]:
+    """Run nvcc on a candidate in the sandbox: (ok, log). A run that failed for the host's reasons, not the
+    source's (:func:`toolchain_fault`), is retried after a pause; if it still cannot run, ToolchainError."""
     nvcc = nvcc_path()
     env = scrubbed_env(workdir, {"PATH": f"{Path(nvcc).parent}:/usr/local/bin:/usr/bin:/bin"})
-    run = run_sandboxed([nvcc, *args], workdir, env=env,
-                        limits=SandboxLimits(wall_s=COMPILE_TIMEOUT_S, cpu_s=int(COMPILE_TIMEOUT_S) * 2,
-                                             file_size_bytes=512 << 20, nice=getattr(_PRIORITY, "nice", 0)),
-                        pausable=True)
-    log = run.stderr + run.stdout
-    if run.timed_out:
-        log = f"nvcc did not finish within {COMPILE_TIMEOUT_S:.0f} s\n" + log
-    return run.ok, log
+    for attempt, delay_s in enumerate((*TOOLCHAIN_RETRY_DELAYS_S, None)):
+        run = run_sandboxed([nvcc, *args], workdir, env=env,
+                            limits=SandboxLimits(wall_s=COMPILE_TIMEOUT_S, cpu_s=int(COMPILE_TIMEOUT_S) * 2,
+                                                 file_size_bytes=512 << 20, nice=getattr(_PRIORITY, "nice", 0)),
+                            pausable=True)
+        log = run.stderr + run.stdout
+        if run.timed_out:
+            return False, f"nvcc did not finish within {COMPILE_TIMEOUT_S:.0f} s\n" + log
+        if run.signal_name:  # an output flood (SIGXFSZ) or the CPU limit: the source's doing
+            log = f"nvcc was {run.describe()}\n" + log
+        fault = toolchain_fault(run.ok, log)
+        if fault is None:
+            return run.ok, log
+        if delay_s is None:
+            raise ToolchainError(f"nvcc could not run after {attempt + 1} tries ({run.describe()}): {fault}")
+        time.sleep(delay_s)
+    raise AssertionError("unreachable")
 
 
 @lru_cache(maxsize=1)

@@ -12,7 +12,8 @@ Covered
   * a hard wall-clock timeout; on expiry the whole process group (and PID namespace) is killed with SIGKILL;
   * when the harness runs as root: the program runs as ``nobody`` (via ``setpriv``), so it cannot write anywhere
     outside its private working directory and /tmp-like world-writable places, cannot read the harness's files
-    mode 0700 (the expected outputs never exist as files in the first place), and ``RLIMIT_NPROC`` applies;
+    mode 0700 (the expected outputs never exist as files in the first place), and ``RLIMIT_NPROC`` applies
+    (counted over all of that user's runs at once);
   * rlimits: CPU seconds, file size (an output flood dies with SIGXFSZ), process count, core dumps off;
   * a scrubbed environment: only PATH, HOME/TMPDIR (the private directory), LANG, the CUDA device selection and
     the loader path the CUDA driver needs;
@@ -60,8 +61,10 @@ class SandboxLimits:
     """CPU seconds (RLIMIT_CPU); None: the wall-clock limit plus 10 s (a CUDA sync spin-waits on the CPU)."""
     file_size_bytes: int = 1 << 30
     """Largest file the program may write (outputs of large tests fit; a flood does not)."""
-    max_processes: int = 512
-    """RLIMIT_NPROC for the sandbox user; CUDA's runtime starts a few threads, which count."""
+    max_processes: int = 4096
+    """RLIMIT_NPROC: the kernel counts it over *all* processes and threads of the sandbox user, so it must cover
+    every sandboxed run alive at once (runners and compiles side by side), not this run alone. It bounds a fork
+    bomb; the PID namespace kills whatever the run started when it ends."""
     capture_bytes: int = 64 * 1024
     """How much of stdout and of stderr is read back."""
     nice: int = 0
@@ -131,17 +134,24 @@ def sandbox_level() -> str:
     return "session"
 
 
+@lru_cache(maxsize=None)
+def _host_tool(name: str) -> str:
+    """The wrapper's own tools by absolute path, found on the harness's PATH, not the run's (which the caller
+    sets, and which may lack them)."""
+    return shutil.which(name) or name
+
+
 def _wrap(argv: Sequence[str], level: str) -> list[str]:
     if level == "session":
         return list(argv)
     if level == "user-namespaces":
-        return ["unshare", "--user", "--map-root-user", "--net", "--pid", "--fork", "--mount-proc", "--kill-child", "--",
+        return [_host_tool("unshare"), "--user", "--map-root-user", "--net", "--pid", "--fork", "--mount-proc", "--kill-child", "--",
                 *_INIT, *argv]
     # --mount-proc: the CUDA driver fails to initialise (cudaErrorOperatingSystem) in a PID namespace whose
     # /proc is the host's (seen on the H200 machine).
-    cmd = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child", "--"]
+    cmd = [_host_tool("unshare"), "--net", "--pid", "--fork", "--mount-proc", "--kill-child", "--"]
     if level == "namespaces+nobody":
-        cmd += ["setpriv", f"--reuid={NOBODY_UID}", f"--regid={NOBODY_GID}", "--clear-groups", "--"]
+        cmd += [_host_tool("setpriv"), f"--reuid={NOBODY_UID}", f"--regid={NOBODY_GID}", "--clear-groups", "--"]
     return cmd + _INIT + list(argv)
 
 
@@ -192,6 +202,11 @@ def scrubbed_env(workdir: Path, extra: Mapping[str, str] | None = None) -> dict[
         "TMPDIR": str(workdir),
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
+        # One CPU thread for OpenMP/BLAS pools: a PyTorch runner otherwise starts one per core at import, and
+        # RLIMIT_NPROC counts threads over all of the sandbox user's concurrent runs.
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
     }
     for key in ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_HOME"):
         if key in os.environ:
