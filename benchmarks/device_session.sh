@@ -15,6 +15,8 @@
 #   measure-c     more C tasks, held-out ones first, 7 minutes at most
 #   remeasure     a 10 % re-measure (reproducibility within one machine), 7 minutes at most
 #   build-bench   the fast path against load_inline on the same five kernels
+#   repro-c       a 10 % re-measure of the C tasks, twice in one lease (runs -a and -b; 2 minutes each at most)
+#   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
 # Then, on the CPU machine: `cudaperf dataset ingest $OUT/STORE.jsonl --run-id RUN` for each store.
 set -u
 step=${1:?usage: device_session.sh STEP (see the header)}
@@ -27,12 +29,22 @@ case "$step" in
     CUDA_VISIBLE_DEVICES=0 bash "$0" tests-torch > "$OUT/tests_torch.tail" 2>&1 &
     CUDA_VISIBLE_DEVICES=1 bash "$0" tests-harness > "$OUT/tests_harness.tail" 2>&1 &
     wait; cat "$OUT/tests_torch.tail" "$OUT/tests_harness.tail" ;;
+  final)
+    CUDA_VISIBLE_DEVICES=1 bash "$0" build-bench > "$OUT/build_bench.tail" 2>&1 &
+    bash "$0" tests-all; wait; cat "$OUT/build_bench.tail" ;;
+  repro-c)
+    c_families=$(python -c 'from cudaperf.dataset.build import torch_family_names as t
+from cudaperf.dataset.families import all_families as a; print(",".join(sorted(set(a()) - set(t()))))')
+    for part in a b; do
+      RUN=$stamp-repro-c-$part MINUTES=${REPRO_MINUTES:-2} LIMIT=240 EXTRA="--families $c_families" \
+        bash "$0" remeasure
+    done ;;
   tests-torch)
-    timeout 560 python -m pytest -v -m gpu tests/gpu/test_gpu_torch_fast.py tests/gpu/test_gpu_pytorch_fast.py \
+    timeout "${TEST_LIMIT:-560}" python -m pytest -v -m gpu tests/gpu/test_gpu_torch_fast.py tests/gpu/test_gpu_pytorch_fast.py \
       -p no:cacheprovider --durations=0 > "$OUT/gpu_tests_torch.log" 2>&1
     echo "rc=$?" >> "$OUT/gpu_tests_torch.log"; tail -3 "$OUT/gpu_tests_torch.log" ;;
   tests-harness)
-    timeout 560 python -m pytest -v -m gpu tests/gpu/test_gpu_harness.py tests/gpu/test_gpu_profile.py \
+    timeout "${TEST_LIMIT:-560}" python -m pytest -v -m gpu tests/gpu/test_gpu_harness.py tests/gpu/test_gpu_profile.py \
       -p no:cacheprovider --durations=0 > "$OUT/gpu_tests_harness.log" 2>&1
     echo "rc=$?" >> "$OUT/gpu_tests_harness.log"; tail -3 "$OUT/gpu_tests_harness.log" ;;
   pt-both)
@@ -53,6 +65,7 @@ case "$step" in
     run="${RUN:-$stamp-$step}"  # RUN=ID with STORE=... resumes an earlier run
     [ -n "${RUNNERS:-}" ] && args+=(--pytorch-runners "$RUNNERS")
     [ -n "${DATASET:-}" ] && args+=(--dataset "$DATASET")
+    [ -n "${EXTRA:-}" ] && read -r -a extra <<< "$EXTRA" && args+=("${extra[@]}")
     # Resume: STORE=path/to/an/earlier/store.jsonl (carried) continues that run instead of starting a new one.
     store="${STORE:-$OUT/$run.jsonl}"
     timeout "${LIMIT:-570}" python -m cudaperf.cli dataset measure "${args[@]}" --store "$store" --run-id "$run" \
