@@ -15,7 +15,8 @@
 #   measure-c     more C tasks, held-out ones first, 7 minutes at most
 #   remeasure     a 10 % re-measure (reproducibility within one machine), 7 minutes at most
 #   build-bench   the fast path against load_inline on the same five kernels
-#   repro-c       a 10 % re-measure of the C tasks, twice in one lease (runs -a and -b; 2 minutes each at most)
+#   repro-c       a 10 % re-measure of the C tasks, twice in one lease (runs -a and -b; 2 minutes each at most);
+#                 with CUDA_VISIBLE_DEVICES=0 and RUN_TAG=1gpu, the same on one GPU: no other worker beside it
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
 # Then, on the CPU machine: `cudaperf dataset ingest $OUT/STORE.jsonl --run-id RUN` for each store.
 set -u
@@ -36,7 +37,7 @@ case "$step" in
     c_families=$(python -c 'from cudaperf.dataset.build import torch_family_names as t
 from cudaperf.dataset.families import all_families as a; print(",".join(sorted(set(a()) - set(t()))))')
     for part in a b; do
-      RUN=$stamp-repro-c-$part MINUTES=${REPRO_MINUTES:-2} LIMIT=240 EXTRA="--families $c_families" \
+      RUN=$stamp-repro-c${RUN_TAG:+-$RUN_TAG}-$part MINUTES=${REPRO_MINUTES:-2} LIMIT=240 EXTRA="--families $c_families" \
         bash "$0" remeasure
     done ;;
   tests-torch)

@@ -95,6 +95,23 @@ class TestOutcome:
 
 
 @dataclass(frozen=True)
+class HostLoad:
+    """The host's state around one timing window, for telling a slower host from a slower program when timings
+    of the same code drift between runs (:mod:`cudaperf.harness.hostload`)."""
+
+    busy_frac: float
+    """Share of all CPUs' time that was busy during the window (/proc/stat), the window's own work included."""
+    steal_frac: float
+    """Share of all CPUs' time the hypervisor gave to other guests during the window."""
+    timing_runs: int
+    """Timing windows open in this harness at the start, this one included (other GPUs' workers)."""
+    compute_ms: float | None = None
+    """A fixed chain of integer multiply-adds on one core, timed just before the window (None: not run)."""
+    memory_ms: float | None = None
+    """Copying 2 x 64 MiB on one core, timed just before the window (None: not run)."""
+
+
+@dataclass(frozen=True)
 class TimingStats:
     median_ms: float
     mean_ms: float
@@ -104,6 +121,8 @@ class TimingStats:
     max_ms: float
     samples_ms: tuple[float, ...] = ()
     """Every timed call in order (microsecond resolution), for estimators other than the median."""
+    host: HostLoad | None = None
+    """The host's state around the window (sequential C baselines; None where not sampled)."""
 
     @staticmethod
     def from_samples_ms(samples: list[float]) -> "TimingStats":

@@ -23,6 +23,7 @@ import numpy as np
 from cudaperf.harness.compare import compare_arrays, describe_mismatch
 from cudaperf.harness.compile import BuildOutcome, build_reference
 from cudaperf.harness.driver import EXIT_NO_GPU, driver_source
+from cudaperf.harness import hostload
 from cudaperf.harness.environment import device_for_child
 from cudaperf.harness.result import Failure, FailureKind, GpuEvidence, Stage, TestOutcome, TimingStats
 from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, SandboxRun, Workdir, copy_in, link_in,
@@ -142,10 +143,10 @@ def prepare_c_function(task: CFunctionTask, settings: HarnessSettings, seed: int
         with HOST.background():
             expected_timing, _ = _run_reference(exe, ["test"], timing, task, settings.reference_timeout_s)
     elif time_baseline:
-        with HOST.timing():
+        with HOST.timing(), hostload.sampled(calibrate_first=settings.host_calibration) as host:
             expected_timing, times = _run_reference(exe, _time_args(settings), timing, task,
                                                     settings.reference_timeout_s)
-        baseline = TimingStats.from_samples_ms(times)
+        baseline = replace(TimingStats.from_samples_ms(times), host=host.load)
     return PreparedCFunction(task=task, driver_c=driver_c, seed=seed, test_cases=tuple(tests),
                              expected_tests=tuple(expected), timing_cases=tuple(timing),
                              expected_timing=tuple(expected_timing), baseline_timing=baseline,
@@ -161,7 +162,7 @@ def time_baseline(prepared: PreparedCFunction, settings: HarnessSettings) -> Pre
         return prepared
     task = prepared.task
     inputs = prepared.input_file("timing")  # written before the quiet period
-    with HOST.timing():
+    with HOST.timing(), hostload.sampled(calibrate_first=settings.host_calibration) as host:
         outs, times = _run_reference(prepared.reference_exe, _time_args(settings), list(prepared.timing_cases),
                                      task, settings.reference_timeout_s, inputs)
     for exp, got in zip(prepared.expected_timing, outs):
@@ -169,7 +170,8 @@ def time_baseline(prepared: PreparedCFunction, settings: HarnessSettings) -> Pre
         if m is not None:
             raise HarnessError(f"task {task.id}: the C reference gave different outputs for the same inputs "
                                f"({describe_mismatch(m)}): it cannot serve as the baseline")
-    return replace(prepared, baseline_timing=TimingStats.from_samples_ms(times), _files=prepared._files)
+    return replace(prepared, baseline_timing=replace(TimingStats.from_samples_ms(times), host=host.load),
+                   _files=prepared._files)
 
 
 def compare_case(task: CFunctionTask, expected: CaseOutputs, got: CaseOutputs | None):

@@ -1,0 +1,83 @@
+"""The host's state around a timing window: how busy the CPUs were, how much time the hypervisor stole, how many
+of this harness's timing windows were open at once, and how fast one core ran two fixed workloads just before.
+
+Why: the sequential C baseline of a task drifts between runs on the H200 machines (a median |log ratio| of 0.20
+between two runs minutes apart in one lease, session 6), while each window's own samples agree within 1 to 3 %.
+A program that did not change cannot explain that; the host's state can. Recording it with every baseline
+window lets the drift be attributed: to the clock of one core (``compute_ms`` moves with it), to memory traffic
+(``memory_ms``), to other guests (``steal_frac``) or to this harness's own concurrency (``timing_runs``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator
+
+from cudaperf.harness.compile import NATIVE_DIR, _trusted_build, gcc_version, sha256
+from cudaperf.harness.quiet import HOST
+from cudaperf.harness.result import HostLoad
+
+_STAT = Path("/proc/stat")
+
+
+def cpu_times() -> tuple[int, int, int] | None:
+    """(total, busy, steal) jiffies over all CPUs since boot, or None where /proc/stat is missing."""
+    try:
+        first = _STAT.read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    if not first or first[0] != "cpu":
+        return None
+    v = [int(x) for x in first[1:]] + [0] * 10
+    user, nice, system, idle, iowait, irq, softirq, steal = v[:8]
+    busy = user + nice + system + irq + softirq
+    return busy + idle + iowait + steal, busy, steal
+
+
+@lru_cache(maxsize=1)
+def calibration_exe() -> Path:
+    """The calibration program (``native/calibrate.c``), built once by gcc into the build cache."""
+    src = (NATIVE_DIR / "calibrate.c").read_text()
+    return _trusted_build(sha256("calibrate", src, gcc_version()), "", {"calibrate.c": src},
+                          lambda t, out: ["gcc", "-O2", "-o", str(out), str(t / "calibrate.c")],
+                          "the host calibration program does not build")
+
+
+def calibrate() -> tuple[float, float] | None:
+    """(compute_ms, memory_ms) of the two fixed workloads on one core now, or None if the program failed."""
+    try:
+        p = subprocess.run([str(calibration_exe())], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    vals = dict(line.split() for line in p.stdout.splitlines() if line.count(" ") == 1)
+    try:
+        return int(vals["compute_ns"]) / 1e6, int(vals["memory_ns"]) / 1e6
+    except (KeyError, ValueError):
+        return None
+
+
+class _Sample:
+    load: HostLoad | None = None
+
+
+@contextmanager
+def sampled(*, calibrate_first: bool = False) -> Iterator[_Sample]:
+    """Sample the host around the ``with`` body, which must run inside ``HOST.timing()``; the result is in the
+    yielded object's ``load`` afterwards (None without /proc/stat). ``calibrate_first`` times the two fixed
+    workloads before the body (about 0.15 s)."""
+    out = _Sample()
+    cal = calibrate() if calibrate_first else None
+    timing_runs = HOST.state()[0]
+    before = cpu_times()
+    yield out
+    after = cpu_times()
+    if before is None or after is None:
+        return
+    total = max(1, after[0] - before[0])
+    out.load = HostLoad(busy_frac=round((after[1] - before[1]) / total, 4),
+                        steal_frac=round((after[2] - before[2]) / total, 4), timing_runs=timing_runs,
+                        compute_ms=None if cal is None else round(cal[0], 4),
+                        memory_ms=None if cal is None else round(cal[1], 4))
