@@ -17,6 +17,8 @@
 #   build-bench   the fast path against load_inline on the same five kernels
 #   repro-c       a 10 % re-measure of the C tasks, twice in one lease (runs -a and -b; 2 minutes each at most);
 #                 with CUDA_VISIBLE_DEVICES=0 and RUN_TAG=1gpu, the same on one GPU: no other worker beside it
+#   repro-ab      repro-c on one GPU (runs ...-1gpu-a/-b), then on two (...-a/-b): is the baseline's drift the
+#                 second worker's doing? (about 8 minutes)
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
 # Then, on the CPU machine: `cudaperf dataset ingest $OUT/STORE.jsonl --run-id RUN` for each store.
 set -u
@@ -33,6 +35,9 @@ case "$step" in
   final)
     CUDA_VISIBLE_DEVICES=1 bash "$0" build-bench > "$OUT/build_bench.tail" 2>&1 &
     bash "$0" tests-all; wait; cat "$OUT/build_bench.tail" ;;
+  repro-ab)
+    CUDA_VISIBLE_DEVICES=0 RUN_TAG=1gpu REPRO_MINUTES=2.5 bash "$0" repro-c
+    REPRO_MINUTES=1.5 bash "$0" repro-c ;;
   repro-c)
     c_families=$(python -c 'from cudaperf.dataset.build import torch_family_names as t
 from cudaperf.dataset.families import all_families as a; print(",".join(sorted(set(a()) - set(t()))))')
