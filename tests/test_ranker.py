@@ -46,6 +46,20 @@ def test_metrics_of_a_perfect_and_a_reversed_scorer():
     assert rev["pairwise_accuracy"] == 0.0 and rev["top1_hit_rate"] == 0.0
     flat = metrics(items, {i.candidate_id: 0.0 for i in items})
     assert flat["pairwise_accuracy"] == 0.5  # ties count one half
+    assert perfect["pairwise_accuracy_ci95"] == [1.0, 1.0] and flat["pairwise_accuracy_ci95"] == [0.5, 0.5]
+
+
+def test_the_interval_resamples_whole_tasks():
+    from cudaperf.ranker.evaluate import task_bootstrap_ci
+
+    right = _items("a", [1, 2, 3, 4, 5, 6, 7, 8])
+    wrong = _items("b", [1, 2, 3, 4, 5, 6, 7, 8])
+    scores = {**{i.candidate_id: i.speedup for i in right}, **{i.candidate_id: -i.speedup for i in wrong}}
+    m = metrics(right + wrong, scores)
+    assert m["pairwise_accuracy"] == 0.5
+    lo, hi = m["pairwise_accuracy_ci95"]
+    assert lo == 0.0 and hi == 1.0  # two tasks, one right and one wrong: resamples of tasks span both
+    assert all(math.isnan(x) for x in task_bootstrap_ci([], {}))  # no pairs, no interval
 
 
 def test_linear_baseline_learns_the_separating_direction():

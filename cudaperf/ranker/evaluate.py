@@ -5,6 +5,8 @@ Metrics over the held-out tasks' valid measured candidates:
 ``ordered_accuracy``    every within-task pair with different speedups ordered correctly (ties 1/2)
 ``kendall_tau``         Kendall's tau-b between score and speedup, averaged over tasks with >= 3 candidates
 ``top1_hit_rate``       tasks whose top-scored candidate is in the task's fastest quartile
+``pairwise_accuracy_ci95``  a 95 % interval for ``pairwise_accuracy`` from resampling whole tasks (pairs of one
+                        task are not independent), 1,000 resamples with a fixed seed
 """
 
 from __future__ import annotations
@@ -60,12 +62,30 @@ def metrics(items: Sequence[Item], scores: dict[str, float]) -> dict[str, float]
     mean = lambda v: float(np.mean(v)) if len(v) else math.nan
     return {
         "pairwise_accuracy": mean([_agree(scores[s.candidate_id], scores[w.candidate_id]) for s, w in qp]),
+        "pairwise_accuracy_ci95": task_bootstrap_ci(qp, scores),
         "ordered_accuracy": mean([_agree(scores[a.candidate_id], scores[b.candidate_id]) for a, b in op]),
         "kendall_tau": mean(taus),
         "top1_hit_rate": mean(hits),
         "n_tasks": len(by_task(items)), "n_candidates": len(items), "n_quartile_pairs": len(qp),
         "n_ordered_pairs": len(op),
     }
+
+
+def task_bootstrap_ci(pairs: Sequence[tuple[Item, Item]], scores: dict[str, float], n_resamples: int = 1000,
+                      seed: int = 0) -> list[float]:
+    """[low, high]: the 2.5th and 97.5th percentiles of the pairwise accuracy over resamples of whole tasks
+    (with replacement); [nan, nan] without pairs."""
+    per_task: dict[str, list[float]] = {}
+    for s, w in pairs:
+        per_task.setdefault(s.task_id, []).append(_agree(scores[s.candidate_id], scores[w.candidate_id]))
+    if not per_task:
+        return [math.nan, math.nan]
+    sums = np.array([sum(v) for v in per_task.values()])
+    counts = np.array([len(v) for v in per_task.values()])
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(sums), size=(n_resamples, len(sums)))
+    acc = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+    return [float(np.percentile(acc, 2.5)), float(np.percentile(acc, 97.5))]
 
 
 def random_scores(items: Sequence[Item], seed: int = 0) -> dict[str, float]:
