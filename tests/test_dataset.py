@@ -363,3 +363,33 @@ def test_remeasure_selects_only_measured_candidates():
     assert again and again <= measured and not again & fresh
     ill = set(load_conditioning(ds))
     assert again | fresh == {c["candidate_id"] for c in ds.candidates if c["task_id"] not in ill}
+
+
+def test_run_pairs_say_whether_the_host_speed_moved_with_the_baseline(tmp_path):
+    """Rows that carry the baseline window's one-core calibration time: a run pair reports how far it moved and
+    how its drift correlates with the baseline's, task by task."""
+    from cudaperf.dataset.measure import reproducibility_by_run_pair
+
+    small = Dataset.load(tmp_path / "ds", missing_ok=True)
+    build(small, families=["elementwise_map"], n_tasks=6)
+    by_task = {}
+    for c in small.candidates:
+        by_task.setdefault(c["task_id"], c)
+    firsts = list(by_task.values())
+    assert len(firsts) >= 5
+    rows = []
+    for k, c in enumerate(firsts):
+        slow = 1.0 + 0.1 * k  # run r2's host is slower on task k, and its baseline by as much
+        rows.append({**_row(c, "r1", True, 2.0), "baseline_compute_ms": 4.0})
+        rows.append({**_row(c, "r2", True, 2.0 * slow), "baseline_compute_ms": 4.0 * slow,
+                     "baseline_median_ms": 2.0 * slow})
+    small.measurements = rows
+    (pair,) = reproducibility_by_run_pair(small, min_common=5)
+    assert pair["host_speed_tasks"] == len(firsts)
+    assert pair["baseline_host_speed_correlation"] == pytest.approx(1.0)
+    assert pair["host_speed_median_abs_log_ratio"] > 0
+    v = small.version()
+    small.measurements = [{k: x for k, x in r.items() if k != "baseline_compute_ms"} for r in rows]
+    without = small.version()
+    small.measurements = [{**r, "baseline_compute_ms": None} for r in small.measurements]
+    assert small.version() == without != v  # an empty new column leaves the version as it was

@@ -64,6 +64,10 @@ def measurement_row(r: EvaluationResult, candidate_id: str, run_id: str) -> dict
         "host": env.host if env else None, "cpu": env.cpu if env else None, "timing_method": env.timing_method if env else None,
         "seed": r.seeds[0] if r.seeds else None,
         "compiled_baseline_median_ms": r.compiled_baseline_timing.median_ms if r.compiled_baseline_timing else None,
+        # the host around the baseline's window (cudaperf.harness.hostload): one core's speed, memory, steal
+        "baseline_compute_ms": bt.host.compute_ms if bt and bt.host else None,
+        "baseline_memory_ms": bt.host.memory_ms if bt and bt.host else None,
+        "baseline_steal_frac": bt.host.steal_frac if bt and bt.host else None,
     }
 
 
@@ -301,12 +305,28 @@ def reproducibility_by_run_pair(ds: Dataset, min_common: int = 5) -> list[dict[s
                         if per_run[a][c].get(key) and per_run[b][c].get(key)]
 
             sp, base, cand = logs("speedup"), logs("baseline_median_ms"), logs("candidate_median_ms")
-            out.append({"run_a": a, "run_b": b, "candidates": len(common),
-                        "speedup_median_abs_log_ratio": statistics.median(abs(x) for x in sp),
-                        "baseline_median_abs_log_ratio": statistics.median(abs(x) for x in base) if base else None,
-                        "baseline_median_log_ratio": statistics.median(base) if base else None,
-                        "candidate_median_abs_log_ratio": statistics.median(abs(x) for x in cand) if cand else None,
-                        "candidate_median_log_ratio": statistics.median(cand) if cand else None})
+            row = {"run_a": a, "run_b": b, "candidates": len(common),
+                   "speedup_median_abs_log_ratio": statistics.median(abs(x) for x in sp),
+                   "baseline_median_abs_log_ratio": statistics.median(abs(x) for x in base) if base else None,
+                   "baseline_median_log_ratio": statistics.median(base) if base else None,
+                   "candidate_median_abs_log_ratio": statistics.median(abs(x) for x in cand) if cand else None,
+                   "candidate_median_log_ratio": statistics.median(cand) if cand else None}
+            # Did the host's one-core speed move with the baseline? (runs that recorded it, per task)
+            per_task = {}
+            for c in common:
+                ma, mb = per_run[a][c], per_run[b][c]
+                if ma.get("baseline_compute_ms") and mb.get("baseline_compute_ms") and ma.get("baseline_median_ms") \
+                        and mb.get("baseline_median_ms"):
+                    per_task[ma["task_id"]] = (math.log(mb["baseline_median_ms"] / ma["baseline_median_ms"]),
+                                               math.log(mb["baseline_compute_ms"] / ma["baseline_compute_ms"]))
+            if per_task:
+                hs = [h for _, h in per_task.values()]
+                row["host_speed_median_abs_log_ratio"] = statistics.median(abs(h) for h in hs)
+                row["host_speed_tasks"] = len(per_task)
+                if len(per_task) >= 5 and len({h for h in hs}) > 1 and len({x for x, _ in per_task.values()}) > 1:
+                    row["baseline_host_speed_correlation"] = statistics.correlation(
+                        [x for x, _ in per_task.values()], hs)
+            out.append(row)
     return out
 
 

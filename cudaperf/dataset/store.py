@@ -41,10 +41,15 @@ MEASUREMENT_SCHEMA = pa.schema([
     ("baseline_median_ms", pa.float64()), ("baseline_cv", pa.float64()), ("kernels_in_timed_call", pa.int64()),
     ("gpu", pa.string()), ("driver", pa.string()), ("cuda", pa.string()), ("host", pa.string()),
     ("timing_method", pa.string()), ("seed", pa.int64()), ("cpu", pa.string()), ("superseded", pa.string()),
-    ("compiled_baseline_median_ms", pa.float64()),
+    ("compiled_baseline_median_ms", pa.float64()), ("baseline_compute_ms", pa.float64()),
+    ("baseline_memory_ms", pa.float64()), ("baseline_steal_frac", pa.float64()),
 ])
 
-OPTIONAL_COLUMNS = {"seed", "cpu", "superseded", "compiled_baseline_median_ms"}
+OPTIONAL_COLUMNS = {"seed", "cpu", "superseded", "compiled_baseline_median_ms", "baseline_compute_ms",
+                    "baseline_memory_ms", "baseline_steal_frac"}
+HASHED_WHEN_SET = {"baseline_compute_ms", "baseline_memory_ms", "baseline_steal_frac"}
+"""Columns added after versions were published: an empty one is left out of a row's hash, so that adding the
+column does not change the version of a dataset whose rows do not use it."""
 """Columns added after the first version: absent in older files, read as null."""
 
 FILES = {"tasks": ("tasks.parquet", TASK_SCHEMA), "candidates": ("candidates.parquet", CANDIDATE_SCHEMA),
@@ -135,6 +140,7 @@ def content_hash(*tables: Iterable[dict[str, Any]]) -> str:
     for rows in tables:
         h.update(b"\x00table\x00")
         for r in rows:
-            h.update(json.dumps({k: _canon(v) for k, v in r.items()}, sort_keys=True, default=str).encode())
+            h.update(json.dumps({k: _canon(v) for k, v in r.items() if v is not None or k not in HASHED_WHEN_SET},
+                                sort_keys=True, default=str).encode())
             h.update(b"\n")
     return h.hexdigest()[:16]

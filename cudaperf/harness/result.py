@@ -122,7 +122,8 @@ class TimingStats:
     samples_ms: tuple[float, ...] = ()
     """Every timed call in order (microsecond resolution), for estimators other than the median."""
     host: HostLoad | None = None
-    """The host's state around the window (sequential C baselines; None where not sampled)."""
+    """The host's state around the (first) window: sequential C baselines with the calibration workloads, C
+    candidates without them; None where not sampled."""
 
     @staticmethod
     def from_samples_ms(samples: list[float]) -> "TimingStats":

@@ -25,7 +25,7 @@ from cudaperf.harness.compile import BuildOutcome, build_reference
 from cudaperf.harness.driver import EXIT_NO_GPU, driver_source
 from cudaperf.harness import hostload
 from cudaperf.harness.environment import device_for_child
-from cudaperf.harness.result import Failure, FailureKind, GpuEvidence, Stage, TestOutcome, TimingStats
+from cudaperf.harness.result import Failure, FailureKind, GpuEvidence, HostLoad, Stage, TestOutcome, TimingStats
 from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, SandboxRun, Workdir, copy_in, link_in,
                                       run_sandboxed, scrubbed_env)
 from cudaperf.harness.quiet import HOST
@@ -364,6 +364,8 @@ class CandidateRun:
         self._thread = threading.Thread(target=self._main, daemon=True)
         self._stopped = False
         self.phases_s = {"tests_s": 0.0, "quiet_wait_s": 0.0, "windows_s": 0.0, "exit_s": 0.0, "judge_s": 0.0}
+        self.host: HostLoad | None = None
+        """The host's state around the first timing window (no calibration run: it would lengthen every window)."""
 
     # -- the orchestrating thread's side ---------------------------------------------------------------------
     def start(self) -> _TestVerdict | None:
@@ -436,12 +438,14 @@ class CandidateRun:
                 self._stop_sent = time.monotonic()
                 return
             t_wait = time.monotonic()
-            with HOST.timing():
+            with HOST.timing(), hostload.sampled() as host:
                 t_win = time.monotonic()
                 self.phases_s["quiet_wait_s"] += t_win - t_wait
                 self.windows_tried += 1
                 done = ctl.read_line(timeout_s=settings.timing_timeout_s) if ctl.send(cmd) else None
                 self.phases_s["windows_s"] += time.monotonic() - t_win
+            if host.load is not None and self.host is None:
+                self.host = host.load  # the first window's (with several rounds, the others' are alike)
             if done != "timing_done":
                 if done is None and not ctl.eof:
                     ctl.kill()
@@ -520,7 +524,7 @@ class CandidateRun:
         if not tstats.times_ms:
             return CFunctionOutcome(Stage.CORRECT, False, Failure(FailureKind.CRASH, "timing produced no samples"),
                                     tests, p, None, evidence, run_s)
-        timing = TimingStats.from_samples_ms(tstats.times_ms)
+        timing = replace(TimingStats.from_samples_ms(tstats.times_ms), host=self.host)
         return CFunctionOutcome(Stage.TIMED, True, None, tests, p, timing, evidence, run_s)
 
 

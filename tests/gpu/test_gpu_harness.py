@@ -42,6 +42,9 @@ def test_correct_candidate_is_timed_with_evidence(saxpy, prepared):
     assert r.gpu_evidence.htod_bytes > 0 and r.gpu_evidence.dtoh_bytes > 0
     assert r.candidate_timing.n >= 5 and r.speedup is not None and r.speedup > 0
     assert r.environment.gpu != "none visible"
+    # the host's state around both windows (the baseline's with the one-core calibration workloads)
+    assert r.candidate_timing.host is not None and r.candidate_timing.host.timing_runs >= 1
+    assert r.baseline_timing.host is not None and r.baseline_timing.host.compute_ms > 0
 
 
 def test_wrong_candidate_fails_with_mismatch(saxpy, prepared):
