@@ -23,20 +23,31 @@ def private_cache(tmp_path, monkeypatch):
     hostload.calibration_exe.cache_clear()
 
 
-def test_calibration_times_both_workloads():
+def test_calibration_times_both_workloads_as_background_work():
     compute_ms, memory_ms = hostload.calibrate()
     assert compute_ms > 0 and memory_ms > 0
+    assert hostload.calibrate_as_background(False) is None
+    import threading
+
+    seen = []
+    with HOST.timing():  # a timed window is open: the calibration waits for it to close
+        t = threading.Thread(target=lambda: seen.append(hostload.calibrate_as_background()))
+        t.start()
+        t.join(timeout=1.0)
+        assert t.is_alive() and not seen
+    t.join(timeout=60)
+    assert seen and seen[0][0] > 0
 
 
 def test_a_sampled_window_records_busy_share_and_open_timing_windows():
     if hostload.cpu_times() is None:
         pytest.skip("no /proc/stat here")
-    with HOST.timing(), hostload.sampled() as h:
+    with HOST.timing(), hostload.sampled((1.5, 2.5)) as h:
         t0 = time.monotonic()
         while time.monotonic() - t0 < 0.3:  # one CPU busy for the whole window
             pass
     load = h.load
-    assert load is not None and load.timing_runs == 1 and load.compute_ms is None
+    assert load is not None and load.timing_runs == 1 and (load.compute_ms, load.memory_ms) == (1.5, 2.5)
     assert 0 < load.busy_frac <= 1 and 0 <= load.steal_frac <= 1
 
 

@@ -1,5 +1,5 @@
 """The host's state around a timing window: how busy the CPUs were, how much time the hypervisor stole, how many
-of this harness's timing windows were open at once, and how fast one core ran two fixed workloads just before.
+of this harness's timing windows were open at once, and how fast one core ran two fixed workloads shortly before.
 
 Why: the sequential C baseline of a task drifts between runs on the H200 machines (a median |log ratio| of 0.20
 between two runs minutes apart in one lease, session 6), while each window's own samples agree within 1 to 3 %.
@@ -63,13 +63,23 @@ class _Sample:
     load: HostLoad | None = None
 
 
+def calibrate_as_background(enabled: bool = True) -> tuple[float, float] | None:
+    """:func:`calibrate` as background host work (``HOST.background()``): it waits until no timing window is open,
+    so that its memory traffic never reaches another GPU's timed calls, and it is seconds at most before the window
+    it describes (the drift it looks for lasts minutes). None when not ``enabled``."""
+    if not enabled:
+        return None
+    with HOST.background():
+        return calibrate()
+
+
 @contextmanager
-def sampled(*, calibrate_first: bool = False) -> Iterator[_Sample]:
+def sampled(calibration: tuple[float, float] | None = None) -> Iterator[_Sample]:
     """Sample the host around the ``with`` body, which must run inside ``HOST.timing()``; the result is in the
-    yielded object's ``load`` afterwards (None without /proc/stat). ``calibrate_first`` times the two fixed
-    workloads before the body (about 0.15 s)."""
+    yielded object's ``load`` afterwards (None without /proc/stat). ``calibration``: the two workloads' times
+    from :func:`calibrate_as_background`, stored with the sample."""
     out = _Sample()
-    cal = calibrate() if calibrate_first else None
+    cal = calibration
     timing_runs = HOST.state()[0]
     before = cpu_times()
     yield out

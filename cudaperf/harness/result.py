@@ -106,9 +106,10 @@ class HostLoad:
     timing_runs: int
     """Timing windows open in this harness at the start, this one included (other GPUs' workers)."""
     compute_ms: float | None = None
-    """A fixed chain of integer multiply-adds on one core, timed just before the window (None: not run)."""
+    """A fixed chain of integer multiply-adds on one core, timed as background work shortly before the window
+    (None: not run)."""
     memory_ms: float | None = None
-    """Copying 2 x 64 MiB on one core, timed just before the window (None: not run)."""
+    """Copying 2 x 64 MiB on one core, timed as background work shortly before the window (None: not run)."""
 
 
 @dataclass(frozen=True)

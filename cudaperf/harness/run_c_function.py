@@ -143,7 +143,8 @@ def prepare_c_function(task: CFunctionTask, settings: HarnessSettings, seed: int
         with HOST.background():
             expected_timing, _ = _run_reference(exe, ["test"], timing, task, settings.reference_timeout_s)
     elif time_baseline:
-        with HOST.timing(), hostload.sampled(calibrate_first=settings.host_calibration) as host:
+        cal = hostload.calibrate_as_background(settings.host_calibration)
+        with HOST.timing(), hostload.sampled(cal) as host:
             expected_timing, times = _run_reference(exe, _time_args(settings), timing, task,
                                                     settings.reference_timeout_s)
         baseline = replace(TimingStats.from_samples_ms(times), host=host.load)
@@ -162,7 +163,8 @@ def time_baseline(prepared: PreparedCFunction, settings: HarnessSettings) -> Pre
         return prepared
     task = prepared.task
     inputs = prepared.input_file("timing")  # written before the quiet period
-    with HOST.timing(), hostload.sampled(calibrate_first=settings.host_calibration) as host:
+    cal = hostload.calibrate_as_background(settings.host_calibration)
+    with HOST.timing(), hostload.sampled(cal) as host:
         outs, times = _run_reference(prepared.reference_exe, _time_args(settings), list(prepared.timing_cases),
                                      task, settings.reference_timeout_s, inputs)
     for exp, got in zip(prepared.expected_timing, outs):

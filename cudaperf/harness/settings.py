@@ -41,9 +41,9 @@ class HarnessSettings:
     more runners keep the GPU busier, at the cost of host memory and start-up CPU."""
     reference_warmup: int = 1
     host_calibration: bool = True
-    """Before each sequential C baseline window, time two fixed workloads on one core (about 0.15 s) and store
-    them with the host's busy and stolen CPU shares in ``TimingStats.host``: what a drifting baseline is read
-    against (:mod:`cudaperf.harness.hostload`)."""
+    """Before each sequential C baseline window, time two fixed workloads on one core (about 0.15 s, as background
+    host work: never beside another timed call) and store them with the host's busy and stolen CPU shares in
+    ``TimingStats.host``: what a drifting baseline is read against (:mod:`cudaperf.harness.hostload`)."""
     test_timeout_s: float = 60.0
     """Wall-clock limit for the candidate's test run (all hidden tests)."""
     timing_timeout_s: float = 180.0
