@@ -19,6 +19,7 @@
 #                 with CUDA_VISIBLE_DEVICES=0 and RUN_TAG=1gpu, the same on one GPU: no other worker beside it
 #   repro-ab      repro-c on one GPU (runs ...-1gpu-a/-b), then on two (...-a/-b): is the baseline's drift the
 #                 second worker's doing? (about 8 minutes)
+#   repro-x       repro-c on two GPUs with --exclusive-timing (runs ...-excl-a/-b), for the same question
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
 # Then, on the CPU machine: `cudaperf dataset ingest $OUT/STORE.jsonl --run-id RUN` for each store.
 set -u
@@ -38,11 +39,14 @@ case "$step" in
   repro-ab)
     CUDA_VISIBLE_DEVICES=0 RUN_TAG=1gpu REPRO_MINUTES=2.5 bash "$0" repro-c
     REPRO_MINUTES=1.5 bash "$0" repro-c ;;
+  repro-x)
+    EXCL=1 RUN_TAG=excl REPRO_MINUTES=2.5 bash "$0" repro-c ;;
   repro-c)
     c_families=$(python -c 'from cudaperf.dataset.build import torch_family_names as t
 from cudaperf.dataset.families import all_families as a; print(",".join(sorted(set(a()) - set(t()))))')
     for part in a b; do
-      RUN=$stamp-repro-c${RUN_TAG:+-$RUN_TAG}-$part MINUTES=${REPRO_MINUTES:-2} LIMIT=240 EXTRA="--families $c_families" \
+      RUN=$stamp-repro-c${RUN_TAG:+-$RUN_TAG}-$part MINUTES=${REPRO_MINUTES:-2} LIMIT=240 \
+        EXTRA="--families $c_families${EXCL:+ --exclusive-timing}" \
         bash "$0" remeasure
     done ;;
   tests-torch)

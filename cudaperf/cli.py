@@ -489,6 +489,9 @@ def dataset_measure(
     pytorch_runners: int = typer.Option(4, "--pytorch-runners", min=1, help="PyTorch tasks: runner processes "
                                         "alive at once per GPU, taking turns on it (start-up overlaps, GPU work "
                                         "never does)."),
+    exclusive_timing: bool = typer.Option(False, "--exclusive-timing", help="One timed window at a time across "
+                                          "the GPUs, with C candidates' tests and exits kept out of every window: "
+                                          "slower, for a host whose timings drift with the other GPUs' work."),
 ) -> None:
     """Measure candidates with the harness on the local GPUs: one worker per GPU, tasks interleaved across
     families, starting while later tasks still compile in parallel. PyTorch tasks (families pt_*) run after the
@@ -523,7 +526,8 @@ def dataset_measure(
         try:
             summary = measure(ds, cands, store_path=store, run_id=run_id, progress=progress,
                               settings=_replace(MEASURE_SETTINGS, timing_rounds=timing_rounds,
-                                                pytorch_runners=pytorch_runners), held_out_first=held_out_first,
+                                                pytorch_runners=pytorch_runners, exclusive_timing=exclusive_timing),
+                              held_out_first=held_out_first,
                               max_seconds=max_minutes * 60 if max_minutes is not None else None,
                               compile_baseline=compile_baseline)
         except Exception:

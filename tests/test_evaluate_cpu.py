@@ -90,6 +90,68 @@ def test_timing_and_background_host_work_never_overlap():
     assert not overlaps and host.state() == (0, 0, 0)
 
 
+def test_exclusive_timing_keeps_owners_apart_and_lets_one_owner_nest():
+    """Exclusive mode: timed windows of different owners (GPU workers) never overlap; one owner's windows nest
+    across threads (a task's rounds); a background slot held across threads keeps every window out; off, the
+    owners overlap as before."""
+    import threading
+    import time
+
+    from cudaperf.harness.quiet import HostActivity
+
+    host = HostActivity()
+    active: dict = {}
+    overlaps = []
+    lock = threading.Lock()
+
+    def window(owner, seconds=0.02):
+        with host.timing(owner):
+            with lock:
+                active[owner] = active.get(owner, 0) + 1
+                if len([o for o, n in active.items() if n]) > 1:
+                    overlaps.append(dict(active))
+            time.sleep(seconds)
+            with lock:
+                active[owner] -= 1
+
+    def run(n_threads):
+        threads = [threading.Thread(target=window, args=(i % 2,)) for i in range(n_threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert not any(t.is_alive() for t in threads)
+
+    run(12)
+    assert overlaps  # not exclusive: the two owners' windows overlap
+    overlaps.clear()
+    with host.exclusive_mode():
+        assert host.exclusive
+        run(12)
+        assert not overlaps
+        with host.timing(0):  # owner 0 holds a window (a task's rounds) ...
+            inner = threading.Thread(target=window, args=(0,))
+            inner.start()
+            inner.join(timeout=5)
+            assert not inner.is_alive()  # ... and its candidates' windows run inside it
+            other = threading.Thread(target=window, args=(1,))
+            other.start()
+            time.sleep(0.1)
+            assert other.is_alive()  # owner 1 waits
+        other.join(timeout=5)
+        assert not other.is_alive()
+        slot = host.hold_background()  # a candidate's tests
+        waiting = threading.Thread(target=window, args=(1,))
+        waiting.start()
+        time.sleep(0.1)
+        assert waiting.is_alive()
+        threading.Thread(target=slot.release).start()  # released from another thread
+        waiting.join(timeout=5)
+        assert not waiting.is_alive()
+        slot.release()  # idempotent
+    assert not host.exclusive and host.state() == (0, 0, 0)
+
+
 def test_deferred_baseline_is_timed_later_and_inputs_are_shared_read_only():
     import os
 
@@ -212,3 +274,32 @@ def test_grouped_task_paths_report_every_candidate_once(tmp_path, mode):
     assert sorted(r.candidate_id for r in s.results) == sorted(j.candidate_id for j in jobs)
     assert all(r.status == "unscored" and "no usable GPU" in r.failure.message for r in s.results)
     assert all("tests_s" in r.durations_s for r in s.results)
+
+
+def test_exclusive_timing_keeps_a_candidates_tests_out_of_another_gpus_window():
+    """A real sandboxed run (the CPU build of the driver as the program) under exclusive timing: while another
+    GPU's window is open it does not start; afterwards it runs, and gives its background slot back."""
+    import threading
+    import time
+
+    from cudaperf.harness.compile import BuildOutcome
+    from cudaperf.harness.quiet import HOST
+    from cudaperf.harness.result import CompileInfo
+    from cudaperf.harness.run_c_function import prepare_c_function, run_c_function
+    from cudaperf.harness.settings import HarnessSettings
+
+    task = find_task(load_builtin_tasks(), "saxpy")
+    settings = HarnessSettings(budget_ms=20, max_reps=8, exclusive_timing=True)
+    prep = prepare_c_function(task, settings, seed=5)
+    build = BuildOutcome(exe=prep.reference_exe, stage="ok", info=CompileInfo(
+        ok=True, compiler="gcc", flags=(), arch="cpu", toolchain="", log="", cached=False, seconds=0.0))
+    out = []
+    with HOST.exclusive_mode(settings.exclusive_timing):
+        with HOST.timing(1):  # GPU 1's window
+            t = threading.Thread(target=lambda: out.append(run_c_function(prep, build, settings, gpu_index=None)))
+            t.start()
+            time.sleep(0.3)
+            assert not out and HOST.state()[2] == 0  # waiting for a slot, not running beside the window
+        t.join(timeout=60)
+    assert out and out[0].pass_fraction == 1.0  # it ran its hidden tests (no GPU kernels on this CPU build)
+    assert HOST.state() == (0, 0, 0) and not HOST.exclusive

@@ -53,12 +53,13 @@ def prepare_task(task: Task, settings: HarnessSettings, seed: int | None = None,
     return None
 
 
-def finish_preparation(prepared, settings: HarnessSettings):
-    """Time a deferred baseline (c_function preparations); anything else comes back unchanged."""
+def finish_preparation(prepared, settings: HarnessSettings, gpu_index: int | None = None):
+    """Time a deferred baseline (c_function preparations) for the worker of ``gpu_index``; anything else comes
+    back unchanged."""
     from cudaperf.harness.run_c_function import PreparedCFunction, time_baseline
 
     if isinstance(prepared, PreparedCFunction) and settings.time_candidates:
-        return time_baseline(prepared, settings)
+        return time_baseline(prepared, settings, owner=gpu_index)
     return prepared
 
 

@@ -120,8 +120,20 @@ def run_batch(
     PyTorch tasks' jobs run after the others, through :func:`cudaperf.harness.batch_pytorch.run_pytorch_batch`
     (against the eager baseline; ``compile_baseline`` also times ``torch.compile``'s; with
     ``settings.pipeline_candidates``, trusted candidates of a task start their runners together).
+    ``settings.exclusive_timing``: one timed window at a time across the GPUs (:mod:`cudaperf.harness.quiet`).
     """
+    from cudaperf.harness.quiet import HOST
+
     settings = settings or HarnessSettings()
+    with HOST.exclusive_mode(settings.exclusive_timing):
+        return _run_batch(tasks, jobs, store, settings=settings, gpus=gpus, compile_workers=compile_workers,
+                          progress=progress, prepare_ahead=prepare_ahead, prepare_workers=prepare_workers,
+                          seed_of=seed_of, max_seconds=max_seconds, overlap_compile=overlap_compile,
+                          compile_baseline=compile_baseline)
+
+
+def _run_batch(tasks, jobs, store, *, settings: HarnessSettings, gpus, compile_workers, progress, prepare_ahead,
+               prepare_workers, seed_of, max_seconds, overlap_compile, compile_baseline) -> BatchSummary:
     store = store if isinstance(store, ResultStore) else ResultStore(store)
     by_id = {t.id: t for t in tasks}
     missing = sorted({j.task_id for j in jobs} - set(by_id))
@@ -263,7 +275,7 @@ def run_batch(
     def run_task(task: Task, task_jobs: list[Job], gpu: int | None, prepared, prep_error: str | None) -> None:
         if prep_error is None and prepared is not None:
             try:
-                prepared = finish_preparation(prepared, settings)  # the baseline, timed on a quiet host
+                prepared = finish_preparation(prepared, settings, gpu)  # the baseline, timed on a quiet host
             except (HarnessError, ToolchainError, OSError) as exc:
                 prep_error = f"{type(exc).__name__}: {exc}"
         if (prep_error is None and isinstance(task, CFunctionTask) and isinstance(prepared, PreparedCFunction)

@@ -11,6 +11,12 @@ They are *paused*: while any timing run is on, every registered process group (`
 which nvcc runs use) is stopped with SIGSTOP and continued with SIGCONT when the last timing run ends, so that
 neither their CPU time nor their memory traffic reaches a timed call or the sequential baseline. The time a group
 spends stopped is added to its wall-clock limit (:meth:`HostActivity.paused_s`).
+
+Exclusive timing (``HarnessSettings.exclusive_timing``, off by default) goes further on a machine with several
+GPUs: one GPU worker's timed window never overlaps another's, and a C candidate's hidden tests and its exit (its
+own process, on its own GPU) count as background work, so no other worker's timed call runs beside them. It
+trades throughput for a host that is quiet for every timed call, for when the sequential baseline is seen to
+drift with the other workers' activity.
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ import os
 import signal
 import threading
 import time
+from collections import Counter
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Hashable, Iterator
 
 
 class HostActivity:
@@ -32,14 +39,22 @@ class HostActivity:
         self.pause_processes = True
         """Stop registered background process groups while timing runs (off: they run on, e.g. to compare)."""
         self._groups: dict[int, list[float]] = {}  # pgid -> [seconds stopped so far, stopped since (0: running)]
+        self.exclusive = False
+        """Exclusive timing (:meth:`exclusive_mode`): timing windows of different owners (GPU workers) never
+        overlap, and callers that hold background slots (:meth:`hold_background`) for a candidate's hidden tests
+        and its exit keep those away from every timed window too."""
+        self._owners: Counter = Counter()
 
     @contextmanager
-    def timing(self) -> Iterator[None]:
+    def timing(self, owner: Hashable = None) -> Iterator[None]:
+        """A timed window. ``owner`` (the GPU index in a batch) matters in exclusive mode only: windows of one
+        owner may nest (a task's rounds hold one while its candidates' windows run), other owners wait."""
         with self._cv:
             self._timing_waiting += 1
-            self._cv.wait_for(lambda: self._background == 0)
+            self._cv.wait_for(lambda: self._background == 0 and (not self.exclusive or set(self._owners) <= {owner}))
             self._timing_waiting -= 1
             self._timing += 1
+            self._owners[owner] += 1
             if self._timing == 1:
                 self._signal_all(stop=True)
         try:
@@ -47,9 +62,39 @@ class HostActivity:
         finally:
             with self._cv:
                 self._timing -= 1
+                self._owners[owner] -= 1
+                if not self._owners[owner]:
+                    del self._owners[owner]
                 if self._timing == 0:
                     self._signal_all(stop=False)
                 self._cv.notify_all()
+
+    @contextmanager
+    def exclusive_mode(self, on: bool = True) -> Iterator[None]:
+        """Exclusive timing for the ``with`` body (a batch), then back to what it was."""
+        with self._cv:
+            before, self.exclusive = self.exclusive, on
+            self._cv.notify_all()
+        try:
+            yield
+        finally:
+            with self._cv:
+                self.exclusive = before
+                self._cv.notify_all()
+
+    def hold_background(self) -> "BackgroundSlot":
+        """A background slot taken now (waiting while any timing window is open or waits) and given back with
+        :meth:`BackgroundSlot.release`, possibly from another thread: for host work that spans threads, such as a
+        sandboxed candidate's hidden tests."""
+        with self._cv:
+            self._cv.wait_for(lambda: self._timing == 0 and self._timing_waiting == 0)
+            self._background += 1
+        return BackgroundSlot(self)
+
+    def _release_background(self) -> None:
+        with self._cv:
+            self._background -= 1
+            self._cv.notify_all()
 
     # -- pausable process groups -------------------------------------------------------------------------------
 
@@ -119,6 +164,20 @@ class HostActivity:
         """(timing runs, timing runs waiting, background steps) now: for tests and diagnostics."""
         with self._cv:
             return self._timing, self._timing_waiting, self._background
+
+
+class BackgroundSlot:
+    """A held background slot (:meth:`HostActivity.hold_background`); :meth:`release` is idempotent."""
+
+    def __init__(self, host: HostActivity) -> None:
+        self._host: HostActivity | None = host
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        with self._lock:
+            host, self._host = self._host, None
+        if host is not None:
+            host._release_background()
 
 
 HOST = HostActivity()

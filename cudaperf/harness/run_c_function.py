@@ -28,7 +28,7 @@ from cudaperf.harness.environment import device_for_child
 from cudaperf.harness.result import Failure, FailureKind, GpuEvidence, HostLoad, Stage, TestOutcome, TimingStats
 from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, SandboxRun, Workdir, copy_in, link_in,
                                       run_sandboxed, scrubbed_env)
-from cudaperf.harness.quiet import HOST
+from cudaperf.harness.quiet import HOST, BackgroundSlot
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks.inputs import CaseInputs, CaseOutputs, OutputFormatError, generate_case, read_outputs, write_inputs
 from cudaperf.tasks.schema import CFunctionTask, is_float_type
@@ -154,7 +154,7 @@ def prepare_c_function(task: CFunctionTask, settings: HarnessSettings, seed: int
                              reference_exe=exe)
 
 
-def time_baseline(prepared: PreparedCFunction, settings: HarnessSettings) -> PreparedCFunction:
+def time_baseline(prepared: PreparedCFunction, settings: HarnessSettings, owner=None) -> PreparedCFunction:
     """Time the sequential baseline of a preparation made with ``defer_baseline`` (a no-op when it is timed).
 
     The timed calls' outputs must equal the expected outputs computed earlier: a reference that does not repeat
@@ -164,7 +164,7 @@ def time_baseline(prepared: PreparedCFunction, settings: HarnessSettings) -> Pre
     task = prepared.task
     inputs = prepared.input_file("timing")  # written before the quiet period
     cal = hostload.calibrate_as_background(settings.host_calibration)
-    with HOST.timing(), hostload.sampled(cal) as host:
+    with HOST.timing(owner), hostload.sampled(cal) as host:
         outs, times = _run_reference(prepared.reference_exe, _time_args(settings), list(prepared.timing_cases),
                                      task, settings.reference_timeout_s, inputs)
     for exp, got in zip(prepared.expected_timing, outs):
@@ -368,6 +368,7 @@ class CandidateRun:
         self.phases_s = {"tests_s": 0.0, "quiet_wait_s": 0.0, "windows_s": 0.0, "exit_s": 0.0, "judge_s": 0.0}
         self.host: HostLoad | None = None
         """The host's state around the first timing window (no calibration run: it would lengthen every window)."""
+        self._bg: BackgroundSlot | None = None
 
     # -- the orchestrating thread's side ---------------------------------------------------------------------
     def start(self) -> _TestVerdict | None:
@@ -412,6 +413,17 @@ class CandidateRun:
             self._error = exc
             self._events.put(("error", exc))
 
+    def _hold_background(self) -> None:
+        """Exclusive timing: the process's own host work (its start and hidden tests, its exit) is background
+        work, kept out of every timed window of every GPU."""
+        if HOST.exclusive and self._bg is None:
+            self._bg = HOST.hold_background()
+
+    def _release_background(self) -> None:
+        if self._bg is not None:
+            self._bg.release()
+            self._bg = None
+
     def _control(self, ctl: Control) -> None:
         settings = self.settings
         t0 = time.monotonic()
@@ -426,6 +438,8 @@ class CandidateRun:
         self.verdict = _judge_tests(self.prepared, self._w, None, settings)
         ok = self.verdict.failure is None and self.want_timing
         self.waiting = ok
+        if ok:
+            self._release_background()  # its windows are timing; the slot comes back for the exit
         self._events.put(("tests", self.verdict))
         if not ok:
             ctl.send("stop")
@@ -436,11 +450,12 @@ class CandidateRun:
             except queue.Empty:
                 cmd = None
             if cmd is None:
+                self._hold_background()
                 ctl.send("stop")
                 self._stop_sent = time.monotonic()
                 return
             t_wait = time.monotonic()
-            with HOST.timing(), hostload.sampled() as host:
+            with HOST.timing(self.gpu_index), hostload.sampled() as host:
                 t_win = time.monotonic()
                 self.phases_s["quiet_wait_s"] += t_win - t_wait
                 self.windows_tried += 1
@@ -457,6 +472,13 @@ class CandidateRun:
             self._events.put(("window", True))
 
     def _run(self) -> CFunctionOutcome:
+        self._hold_background()
+        try:
+            return self._run_process()
+        finally:
+            self._release_background()
+
+    def _run_process(self) -> CFunctionOutcome:
         prepared = self.prepared
         extra = {"CUDA_VISIBLE_DEVICES": device_for_child(self.gpu_index)} if self.gpu_index is not None else {}
         with Workdir(prefix="cudaperf-run-") as w:
@@ -544,13 +566,14 @@ def run_c_function(prepared: PreparedCFunction, build: BuildOutcome, settings: H
     return run.finish()
 
 
-def baseline_window(prepared: PreparedCFunction, settings: HarnessSettings, window: TimingWindow) -> list[float]:
+def baseline_window(prepared: PreparedCFunction, settings: HarnessSettings, window: TimingWindow,
+                    owner=None) -> list[float]:
     """One more timing window of the sequential baseline (on a quiet host); its outputs must repeat."""
     task = prepared.task
     assert prepared.reference_exe is not None
     args = ["time", str(window.min_reps), str(window.max_reps), str(window.budget_ms), str(window.cv_target),
             str(settings.reference_warmup)]
-    with HOST.timing():
+    with HOST.timing(owner):
         outs, times = _run_reference(prepared.reference_exe, args, list(prepared.timing_cases), task,
                                      settings.reference_timeout_s, prepared.input_file("timing"))
     for exp, got in zip(prepared.expected_timing, outs):
@@ -623,10 +646,11 @@ def run_c_function_group(prepared: PreparedCFunction, builds: list[tuple[object,
     try:
         # One quiet period for all the rounds: each window would otherwise wait for background work that
         # starts again between windows.
-        with HOST.timing():
+        with HOST.timing(gpu_index):
             for rnd in range(rounds):
                 if rnd > 0 and live and base:
-                    base += baseline_window(prepared, settings, TimingWindow.of(settings, rounds, first=False))
+                    base += baseline_window(prepared, settings, TimingWindow.of(settings, rounds, first=False),
+                                            owner=gpu_index)
                 window = TimingWindow.of(settings, rounds, first=rnd == 0)
                 for r in (live if rnd % 2 == 0 else live[::-1]):
                     r.time_window(window)

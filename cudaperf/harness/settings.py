@@ -40,6 +40,10 @@ class HarnessSettings:
     (:mod:`cudaperf.harness.batch_pytorch`). A runner's start-up takes seconds and its GPU turn a fraction of one, so
     more runners keep the GPU busier, at the cost of host memory and start-up CPU."""
     reference_warmup: int = 1
+    exclusive_timing: bool = False
+    """In a batch over several GPUs: one timed window at a time across all GPU workers, and C candidates' hidden
+    tests and exits kept out of every window (:mod:`cudaperf.harness.quiet`). Slower; for a host whose timings
+    drift with the other workers' activity."""
     host_calibration: bool = True
     """Before each sequential C baseline window, time two fixed workloads on one core (about 0.15 s, as background
     host work: never beside another timed call) and store them with the host's busy and stolen CPU shares in
@@ -81,7 +85,9 @@ class HarnessSettings:
                 f"{self.warmup} calls and >= {self.warmup_ms:.0f} ms; "
                 f"{self.min_reps}..{self.max_reps} reps until cv < {self.cv_target} or {self.budget_ms:.0f} ms"
                 + (f", in {self.timing_rounds} windows interleaved with the task's other candidates and the "
-                   f"baseline" if self.timing_rounds > 1 else ""))
+                   f"baseline" if self.timing_rounds > 1 else "")
+                + ("; one timed window at a time across GPUs, tests and exits kept out of it"
+                   if self.exclusive_timing else ""))
 
 
 def speedup_flag(speedup: float, settings: HarnessSettings) -> str | None:

@@ -143,17 +143,19 @@ def test_babeltower_reference_kernels_sample():
         assert r.status == "scored" and r.correct, (t.id, r.failure)
 
 
-@pytest.mark.parametrize("rounds,pipelined", [(3, False), (1, True)])
-def test_batch_with_grouped_candidates(tmp_path, saxpy, fixtures_dir, rounds, pipelined):
+@pytest.mark.parametrize("rounds,pipelined,exclusive", [(3, False, False), (1, True, False), (3, False, True),
+                                                        (1, True, True)])
+def test_batch_with_grouped_candidates(tmp_path, saxpy, fixtures_dir, rounds, pipelined, exclusive):
     """A task's candidates evaluated as a group, interleaved (3 timing windows each) or pipelined (one window,
-    the next candidate's tests overlapping the previous one's end): wrong ones fail at their tests, a hang is cut
-    at its tests' limit, the correct ones are timed in every round with the baseline, and the fast one wins."""
+    the next candidate's tests overlapping the previous one's end), with and without exclusive timing: wrong ones
+    fail at their tests, a hang is cut at its tests' limit, the correct ones are timed in every round with the
+    baseline, and the fast one wins."""
     from dataclasses import replace
 
     from cudaperf.harness.executor import Job, run_batch
 
     settings = replace(SETTINGS, timing_rounds=rounds, pipeline_candidates=pipelined, budget_ms=300,
-                       test_timeout_s=10)
+                       test_timeout_s=10, exclusive_timing=exclusive)
     jobs = [Job("saxpy", "fast", _bundled("saxpy", "fast")), Job("saxpy", "slow", _bundled("saxpy", "slow")),
             Job("saxpy", "wrong", _bundled("saxpy", "wrong")),
             Job("saxpy", "hang", (fixtures_dir / "saxpy" / "infinite.cu").read_text()),
@@ -170,4 +172,8 @@ def test_batch_with_grouped_candidates(tmp_path, saxpy, fixtures_dir, rounds, pi
         assert r.candidate_timing.n >= 3 * rounds and r.candidate_timing.n >= settings.min_reps
         assert r.baseline_timing.n >= 3 * rounds and r.baseline_timing == by["fast"].baseline_timing
         assert ("3 windows" in r.environment.timing_method) == (rounds == 3)
+        assert ("one timed window at a time" in r.environment.timing_method) == exclusive
     assert by["fast"].speedup > by["slow"].speedup
+    from cudaperf.harness.quiet import HOST
+
+    assert HOST.state() == (0, 0, 0) and not HOST.exclusive  # every slot given back
