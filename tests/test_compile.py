@@ -134,3 +134,14 @@ def test_a_cached_toolchain_fault_is_built_again(saxpy):
     again = build_candidate(saxpy, "__global__ void k() { nope; }", HarnessSettings(arch="sm_90"))
     assert again.stage == "compile" and not again.info.cached and "nope" in again.info.log
     assert sha256  # the key scheme is the module's own
+
+
+def test_a_source_cannot_pass_its_compile_error_off_as_a_toolchain_fault(saxpy):
+    """nvcc echoes source lines in its diagnostics: a candidate that writes the toolchain-fault words into a line
+    that fails to compile still gets its compile error (scored), not an unscored result."""
+    bad = '__global__ void k() { const char* s = "vfork: Resource temporarily unavailable"; int x = nope; }'
+    b = build_candidate(saxpy, bad, HarnessSettings(arch="sm_90"))
+    assert b.stage == "compile" and "Resource temporarily unavailable" in b.info.log
+    f = compile_failure(b, saxpy)
+    assert f.kind.value == "compile_error" and f.attributed_to == "candidate"
+    assert build_candidate(saxpy, bad, HarnessSettings(arch="sm_90")).info.cached  # and cached as such

@@ -191,8 +191,9 @@ def _lookup(key: str) -> tuple[Path | None, dict] | None:
     if not meta_p.exists():
         return None
     meta = json.loads(meta_p.read_text())
-    if meta.get("stage") in ("compile", "link") and toolchain_fault(False, meta.get("log", "")):
-        return None  # written before such faults were told apart from the source's: build again
+    if meta.get("stage") in ("compile", "link") and not meta.get("fault_aware") \
+            and toolchain_fault(False, meta.get("log", "")):
+        return None  # written before toolchain faults were told apart from the source's: build again
     exe = d / key
     if meta.get("stage") == "ok" and not exe.exists():
         return None
@@ -323,6 +324,9 @@ def _nvcc_in_sandbox(args: list[str], workdir: Path) -> tuple[bool, str]:
         if run.signal_name:  # an output flood (SIGXFSZ) or the CPU limit: the source's doing
             log = f"nvcc was {run.describe()}\n" + log
         fault = toolchain_fault(run.ok, log)
+        if fault is not None and any(TOOLCHAIN_FAULT.search(f.read_text(errors="replace"))
+                                     for f in workdir.glob("*.cu")):
+            fault = None  # the words are in the source (nvcc echoes source lines): a candidate cannot buy "unscored"
         if fault is None:
             return run.ok, log
         if delay_s is None:
@@ -350,8 +354,8 @@ def _cached_nvcc_build(key: str, arch: str, all_flags: tuple[str, ...],
     if hit is None:
         with Workdir(prefix="cudaperf-build-") as w:
             stage, log, reasons, exe_name = build(w)
-            _store(key, w / exe_name if stage == "ok" else None,
-                   {"stage": stage, "log": trim_log(log), "reasons": list(reasons)})
+            _store(key, w / exe_name if stage == "ok" else None,  # fault_aware: toolchain faults never get here
+                   {"stage": stage, "log": trim_log(log), "reasons": list(reasons), "fault_aware": True})
         hit = _lookup(key)
         assert hit is not None
     exe, meta = hit
