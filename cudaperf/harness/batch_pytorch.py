@@ -25,7 +25,6 @@ import time
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any, Callable, Sequence
 
 from cudaperf.harness.quiet import HOST
@@ -180,11 +179,11 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
                         with gpu_lock:
                             eager = time_reference(prep, min_reps=settings.min_reps, max_reps=settings.max_reps,
                                                    budget_ms=settings.budget_ms, cv_target=settings.cv_target,
-                                                   warmup_context=HOST.background, timing_context=partial(HOST.timing, gpu))
+                                                   warmup_context=HOST.background, timing_context=HOST.timing)
                             compiled = time_reference(prep, compiled=True, min_reps=settings.min_reps,
                                                       max_reps=settings.max_reps, budget_ms=settings.budget_ms,
                                                       cv_target=settings.cv_target, warmup_context=HOST.background,
-                                                      timing_context=partial(HOST.timing, gpu)) if compile_baseline else None
+                                                      timing_context=HOST.timing) if compile_baseline else None
                     except Exception as exc:  # noqa: BLE001 - the trusted reference failed: nobody's score
                         why = f"the reference or its baseline failed: {type(exc).__name__}: {exc}"[:1000]
                         for j in task_jobs:

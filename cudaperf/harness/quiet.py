@@ -14,7 +14,9 @@ spends stopped is added to its wall-clock limit (:meth:`HostActivity.paused_s`).
 
 Exclusive timing (``HarnessSettings.exclusive_timing``, off by default) goes further on a machine with several
 GPUs: one GPU worker's timed window never overlaps another's, and a C candidate's hidden tests and its exit (its
-own process, on its own GPU) count as background work, so no other worker's timed call runs beside them. It
+own process, on its own GPU) count as background work, so no other worker's timed call runs beside them. (The
+PyTorch path does not name its windows' owner yet: its windows share the owner ``None`` and may overlap one
+another.) It
 trades throughput for a host that is quiet for every timed call, for when the sequential baseline is seen to
 drift with the other workers' activity.
 """

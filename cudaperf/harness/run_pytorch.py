@@ -180,7 +180,7 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
                 return
             with gpu:  # timing (with the host quiet), then the re-checked outputs and the profiled call
                 mark("wait_s")
-                with HOST.timing(gpu_index):
+                with HOST.timing():
                     mark("quiet_wait_s")
                     ok = ctl.send(f"time {settings.min_reps} {settings.max_reps} {settings.budget_ms} "
                                   f"{settings.cv_target} {settings.warmup}")
@@ -360,7 +360,7 @@ def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candid
         durations.update({k: round(v, 4) for k, v in phases.items()})
         eager = baseline
         if eager is None and out.correct:
-            with HOST.timing(gpu_index):
+            with HOST.timing():
                 eager = time_reference(prepared, min_reps=settings.min_reps, max_reps=settings.max_reps,
                                        budget_ms=settings.budget_ms, cv_target=settings.cv_target)
     except Exception as exc:  # noqa: BLE001 - the trusted reference or torch failed: not the candidate's doing
