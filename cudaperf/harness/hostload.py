@@ -2,7 +2,7 @@
 of this harness's timing windows were open at once, and how fast one core ran two fixed workloads shortly before.
 
 Why: the sequential C baseline of a task drifts between runs on the H200 machines (a median |log ratio| of 0.20
-between two runs minutes apart in one lease, session 6), while each window's own samples agree within 1 to 3 %.
+between two runs minutes apart in one lease, session 6), while most windows' own samples agree within 1 to 3 %.
 A program that did not change cannot explain that; the host's state can. Recording it with every baseline
 window lets the drift be attributed: to the clock of one core (``compute_ms`` moves with it), to memory traffic
 (``memory_ms``), to other guests (``steal_frac``) or to this harness's own concurrency (``timing_runs``).
