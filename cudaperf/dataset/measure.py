@@ -320,12 +320,11 @@ def reproducibility_by_run_pair(ds: Dataset, min_common: int = 5) -> list[dict[s
                     per_task[ma["task_id"]] = (math.log(mb["baseline_median_ms"] / ma["baseline_median_ms"]),
                                                math.log(mb["baseline_compute_ms"] / ma["baseline_compute_ms"]))
             if per_task:
-                hs = [h for _, h in per_task.values()]
+                bs, hs = zip(*per_task.values())
                 row["host_speed_median_abs_log_ratio"] = statistics.median(abs(h) for h in hs)
                 row["host_speed_tasks"] = len(per_task)
-                if len(per_task) >= 5 and len({h for h in hs}) > 1 and len({x for x, _ in per_task.values()}) > 1:
-                    row["baseline_host_speed_correlation"] = statistics.correlation(
-                        [x for x, _ in per_task.values()], hs)
+                if len(per_task) >= 5 and len(set(bs)) > 1 and len(set(hs)) > 1:  # correlation needs spread
+                    row["baseline_host_speed_correlation"] = statistics.correlation(bs, hs)
             out.append(row)
     return out
 

@@ -79,7 +79,6 @@ def sampled(calibration: tuple[float, float] | None = None) -> Iterator[_Sample]
     yielded object's ``load`` afterwards (None without /proc/stat). ``calibration``: the two workloads' times
     from :func:`calibrate_as_background`, stored with the sample."""
     out = _Sample()
-    cal = calibration
     timing_runs = HOST.state()[0]
     before = cpu_times()
     yield out
@@ -89,5 +88,5 @@ def sampled(calibration: tuple[float, float] | None = None) -> Iterator[_Sample]
     total = max(1, after[0] - before[0])
     out.load = HostLoad(busy_frac=round((after[1] - before[1]) / total, 4),
                         steal_frac=round((after[2] - before[2]) / total, 4), timing_runs=timing_runs,
-                        compute_ms=None if cal is None else round(cal[0], 4),
-                        memory_ms=None if cal is None else round(cal[1], 4))
+                        compute_ms=None if calibration is None else round(calibration[0], 4),
+                        memory_ms=None if calibration is None else round(calibration[1], 4))
