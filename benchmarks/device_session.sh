@@ -19,7 +19,9 @@
 #                 with CUDA_VISIBLE_DEVICES=0 and RUN_TAG=1gpu, the same on one GPU: no other worker beside it
 #   repro-ab      repro-c on one GPU (runs ...-1gpu-a/-b), then on two (...-a/-b): is the baseline's drift the
 #                 second worker's doing? (about 8 minutes)
-#   repro-x       repro-c on two GPUs with --exclusive-timing (runs ...-excl-a/-b), for the same question
+#   host-variance the baseline's drift on a quiet machine, free against pinned to one core (benchmarks/host_variance.py)
+#   repro-x       repro-c on two GPUs with --exclusive-timing (runs ...-excl-a/-b), for the same question;
+#                 REPRO_EXTRA adds measure options to repro-c (e.g. "--timing-rounds 5")
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
 # Then, on the CPU machine: `cudaperf dataset ingest $OUT/STORE.jsonl --run-id RUN` for each store.
 set -u
@@ -39,6 +41,11 @@ case "$step" in
   repro-ab)
     CUDA_VISIBLE_DEVICES=0 RUN_TAG=1gpu REPRO_MINUTES=2.5 bash "$0" repro-c
     REPRO_MINUTES=1.5 bash "$0" repro-c ;;
+  host-variance)
+    # No GPU work: does the baseline drift on a quiet machine, and does pinning it to one core stop that?
+    timeout "${HV_LIMIT:-240}" python benchmarks/host_variance.py --rounds "${HV_ROUNDS:-3}" ${HV_ARMS:+--arms $HV_ARMS} \
+      --out "$OUT/host_variance.json" > "$OUT/host_variance.log" 2>&1
+    echo "rc=$?" >> "$OUT/host_variance.log"; tail -c 1500 "$OUT/host_variance.log" ;;
   repro-x)
     EXCL=1 RUN_TAG=excl REPRO_MINUTES=2.5 bash "$0" repro-c ;;
   repro-c)
@@ -46,7 +53,7 @@ case "$step" in
 from cudaperf.dataset.families import all_families as a; print(",".join(sorted(set(a()) - set(t()))))')
     for part in a b; do
       RUN=$stamp-repro-c${RUN_TAG:+-$RUN_TAG}-$part MINUTES=${REPRO_MINUTES:-2} LIMIT=240 \
-        EXTRA="--families $c_families${EXCL:+ --exclusive-timing}" \
+        EXTRA="--families $c_families${EXCL:+ --exclusive-timing}${REPRO_EXTRA:+ $REPRO_EXTRA}" \
         bash "$0" remeasure
     done ;;
   tests-torch)

@@ -475,9 +475,10 @@ def dataset_measure(
     max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Start no candidate after this many "
                                                 "minutes; the rest is left for a rerun (fits a machine's time "
                                                 "limit, and the dataset is still saved)."),
-    timing_rounds: int = typer.Option(1, "--timing-rounds", min=1, help="Split each candidate's timing into this "
-                                      "many windows, interleaved with the task's other candidates and the "
-                                      "baseline (the task's candidates stay alive together)."),
+    timing_rounds: Optional[int] = typer.Option(None, "--timing-rounds", min=1, help="Split each candidate's "
+                                                "timing into this many windows, interleaved with the task's other "
+                                                "candidates and the baseline's windows (the task's candidates stay "
+                                                "alive together; default 3)."),
     held_out_first: bool = typer.Option(False, "--held-out-first", help="Measure the held-out tasks of both splits "
                                         "(task split's test part, test families) before the rest: what `cudaperf "
                                         "ranker eval` needs first."),
@@ -492,6 +493,9 @@ def dataset_measure(
     exclusive_timing: bool = typer.Option(False, "--exclusive-timing", help="One timed window at a time across "
                                           "the GPUs, with C candidates' tests and exits kept out of every window: "
                                           "slower, for a host whose timings drift with the other GPUs' work."),
+    speedup_estimator: Optional[str] = typer.Option(None, "--speedup-estimator", help="C tasks: 'best_window' "
+                                                    "(each side's fastest window median) or 'median' (all timed "
+                                                    "calls of each side); default best_window."),
 ) -> None:
     """Measure candidates with the harness on the local GPUs: one worker per GPU, tasks interleaved across
     families, starting while later tasks still compile in parallel. PyTorch tasks (families pt_*) run after the
@@ -500,7 +504,12 @@ def dataset_measure(
     Results are appended to a JSONL store as they complete; rerun with the same --store and --run-id to resume.
     """
     from cudaperf.dataset.measure import measure, new_run_id, select_candidates
+    from cudaperf.harness.settings import SPEEDUP_ESTIMATORS
 
+    if speedup_estimator is not None and speedup_estimator not in SPEEDUP_ESTIMATORS:
+        err.print(f"[red]--speedup-estimator must be one of {', '.join(SPEEDUP_ESTIMATORS)}[/], not "
+                  f"{speedup_estimator!r}")
+        raise typer.Exit(2)
     ds = _open_dataset(dataset)
     fams = [f.strip() for f in families.split(",")] if families else None
     cands = select_candidates(ds, families=fams, remeasure=remeasure, sample_tasks=sample, seed=seed,
@@ -525,8 +534,11 @@ def dataset_measure(
 
         try:
             summary = measure(ds, cands, store_path=store, run_id=run_id, progress=progress,
-                              settings=_replace(MEASURE_SETTINGS, timing_rounds=timing_rounds,
-                                                pytorch_runners=pytorch_runners, exclusive_timing=exclusive_timing),
+                              settings=_replace(MEASURE_SETTINGS,
+                                                timing_rounds=timing_rounds or MEASURE_SETTINGS.timing_rounds,
+                                                pytorch_runners=pytorch_runners, exclusive_timing=exclusive_timing,
+                                                speedup_estimator=(speedup_estimator
+                                                                   or MEASURE_SETTINGS.speedup_estimator)),
                               held_out_first=held_out_first,
                               max_seconds=max_minutes * 60 if max_minutes is not None else None,
                               compile_baseline=compile_baseline)
@@ -715,7 +727,12 @@ def dataset_stats(
     if rep.get("pairs"):
         console.print(f"re-measured {rep['pairs']} candidates: median |log speedup ratio| "
                       f"{rep['median_abs_log_ratio']:.3f}")
-    pairs = s["reproducibility_by_run_pair"]
+    cur = s["reproducibility_measure_default"]
+    if cur.get("run_pairs"):
+        console.print(f"runs with the current measurement method: {cur['run_pairs']} pairs, median |log speedup "
+                      f"ratio| {cur['speedup_median_abs_log_ratio']:.3f}")
+    all_pairs = s["reproducibility_by_run_pair"]
+    pairs = [p for p in all_pairs if p["candidates"] >= 30]  # the table's rows; the JSON has them all
     if pairs:
         import os.path
 
@@ -732,6 +749,9 @@ def dataset_stats(
             t.add_row(f"{p['run_a'][len(prefix):]} -> {p['run_b'][len(prefix):]}", str(p["candidates"]),
                       f"{p['speedup_median_abs_log_ratio']:.3f}", cell(p, "baseline"), cell(p, "candidate"))
         console.print(t)
+        if len(all_pairs) > len(pairs):
+            console.print(f"({len(all_pairs) - len(pairs)} more run pairs with fewer than 30 candidates in common: "
+                          "--json lists them)")
     runs = s["runs"]
     if runs:
         span = sum(r["span_s"] or 0.0 for r in runs)

@@ -393,3 +393,31 @@ def test_run_pairs_say_whether_the_host_speed_moved_with_the_baseline(tmp_path):
     without = small.version()
     small.measurements = [{**r, "baseline_compute_ms": None} for r in small.measurements]
     assert small.version() == without != v  # an empty new column leaves the version as it was
+
+
+def test_run_pairs_report_the_fastest_windows_drift_where_both_runs_have_windows(tmp_path):
+    """Runs timed in several windows store each side's fastest window; a pair of such runs reports that drift
+    beside the medians', and says whether the two runs used the same timing method."""
+    from cudaperf.dataset.measure import reproducibility_by_run_pair
+
+    small = Dataset.load(tmp_path / "ds", missing_ok=True)
+    build(small, families=["elementwise_map"], n_tasks=6)
+    cands = small.candidates[:6]
+    rows = []
+    for c in cands:
+        rows.append({**_row(c, "r1", True, 2.0), "baseline_best_window_ms": 1.8, "candidate_best_window_ms": 0.9})
+        rows.append({**_row(c, "r2", True, 2.0), "baseline_best_window_ms": 1.8 * math.exp(0.05),
+                     "candidate_best_window_ms": 0.9})
+        rows.append({**_row(c, "r3", True, 2.0), "timing_method": "other"})
+    small.measurements = rows
+    pairs = {(p["run_a"], p["run_b"]): p for p in reproducibility_by_run_pair(small, min_common=5)}
+    p12 = pairs[("r1", "r2")]
+    assert p12["same_timing_method"] and p12["baseline_best_window_abs_log_ratio"] == pytest.approx(0.05)
+    assert p12["candidate_best_window_abs_log_ratio"] == 0
+    assert not pairs[("r1", "r3")]["same_timing_method"]
+    assert "baseline_best_window_abs_log_ratio" not in pairs[("r1", "r3")]  # r3 has no windows
+    from cudaperf.dataset.measure import reproducibility_of_method
+
+    cur = reproducibility_of_method(small, list(pairs.values()), "t")  # r1 and r2 were timed with "t", r3 not
+    assert cur == {"run_pairs": 1, "candidates": 6, "speedup_median_abs_log_ratio": 0.0}
+    assert reproducibility_of_method(small, list(pairs.values()), "none")["run_pairs"] == 0

@@ -202,7 +202,7 @@ def test_batch_over_several_tasks_reports_every_job_once(tmp_path, overlap):
 def test_driver_runs_tests_then_timing_windows_on_command(tmp_path):
     """The driver's testtime protocol, with its CPU build (the trusted reference) as the program: tests, then two
     timing windows in one process, then the timing outputs, which must equal the reference's own."""
-    from cudaperf.harness.run_c_function import TimingWindow, compare_case, prepare_c_function
+    from cudaperf.harness.run_c_function import TimingWindow, _parse_stats, compare_case, prepare_c_function
     from cudaperf.harness.sandbox import CTL_FD, SandboxLimits, Workdir, run_sandboxed
     from cudaperf.harness.settings import HarnessSettings
     from cudaperf.tasks import find_task, load_builtin_tasks
@@ -233,6 +233,7 @@ def test_driver_runs_tests_then_timing_windows_on_command(tmp_path):
         r = run_sandboxed([str(exe), "testtime", "tests.bin", "out.bin", "stats.txt", "timing.bin", "tout.bin",
                            "tstats.txt", CTL_FD], w, limits=SandboxLimits(wall_s=60), control=control)
         stats = (w / "tstats.txt").read_text().splitlines()
+        parsed = _parse_stats(w / "tstats.txt")
         touts = read_outputs(w / "tout.bin", task, len(prep.timing_cases))
         outs = read_outputs(w / "out.bin", task, len(prep.test_cases))
     assert r.ok, r.stderr
@@ -240,6 +241,14 @@ def test_driver_runs_tests_then_timing_windows_on_command(tmp_path):
     windows = [l for l in stats if l.startswith("window ")]
     assert [l.split()[1] for l in windows] == ["0", "1"]
     assert sum(l.startswith("time_ns ") for l in stats) >= 2 * window.min_reps
+    # the harness splits the samples back into the driver's windows: the best-window estimator's input
+    from cudaperf.harness.result import TimingStats
+
+    split = parsed.windows()
+    assert [len(x) for x in split] == [int(l.split()[3]) for l in windows]
+    timing = TimingStats.from_windows_ms(split)
+    assert len(timing.windows_ms) == 2 and timing.n == len(parsed.times_ms)
+    assert timing.best_window_ms == min(timing.windows_ms) <= max(timing.windows_ms)
     assert all(compare_case(task, e, g) is None for e, g in zip(prep.expected_timing, touts))
     assert all(compare_case(task, e, g) is None for e, g in zip(prep.expected_tests, outs))
 
@@ -303,3 +312,43 @@ def test_exclusive_timing_keeps_a_candidates_tests_out_of_another_gpus_window():
         t.join(timeout=60)
     assert out and out[0].pass_fraction == 1.0  # it ran its hidden tests (no GPU kernels on this CPU build)
     assert HOST.state() == (0, 0, 0) and not HOST.exclusive
+
+
+def test_best_window_estimator_rests_on_the_fastest_window_of_each_side():
+    """``speedup_estimator="best_window"``: each side's fastest window median; one window is its median."""
+    from cudaperf.harness.result import TimingStats
+    from cudaperf.harness.settings import HarnessSettings
+
+    t = TimingStats.from_windows_ms([[3.0, 3.2, 2.8], [], [2.0, 2.2], [4.0]])
+    assert t.windows_ms == (3.0, 2.1, 4.0) and t.best_window_ms == 2.1  # the empty window is skipped
+    assert t.n == 6 and t.median_ms == 2.9
+    one = TimingStats.from_windows_ms([[1.0, 5.0, 2.0]])
+    assert one.windows_ms == () and one.best_window_ms == one.median_ms == 2.0
+    best, med = HarnessSettings(speedup_estimator="best_window"), HarnessSettings()
+    assert best.speedup_time_ms(t) == 2.1 and med.speedup_time_ms(t) == 2.9
+    assert "fastest window" in best.timing_method and "fastest window" not in med.timing_method
+    with pytest.raises(ValueError, match="speedup_estimator"):
+        HarnessSettings(speedup_estimator="mean")
+    from cudaperf.harness.run_c_function import _Stats
+
+    odd = _Stats(None, None, None, {}, None, [1.0, 2.0, 3.0], [2, 2])  # the reps lines do not add up
+    assert odd.windows() == [[1.0, 2.0, 3.0]]
+
+
+def test_baseline_windows_are_separate_processes_and_keep_their_medians():
+    """What a grouped task does with the sequential baseline: its first window, then one process per later
+    round (real reference runs here), combined so that every window's median is kept."""
+    from dataclasses import replace
+
+    from cudaperf.harness.result import TimingStats
+    from cudaperf.harness.run_c_function import TimingWindow, baseline_window, prepare_c_function, time_baseline
+    from cudaperf.harness.settings import HarnessSettings
+
+    task = find_task(load_builtin_tasks(), "saxpy")
+    settings = HarnessSettings(budget_ms=20, max_reps=6, timing_rounds=3, speedup_estimator="best_window")
+    prep = time_baseline(prepare_c_function(task, settings, seed=5, defer_baseline=True), settings)
+    windows = [list(prep.baseline_timing.samples_ms)]
+    windows += [baseline_window(prep, settings, TimingWindow.of(settings, 3, first=False)) for _ in range(2)]
+    stats = replace(TimingStats.from_windows_ms(windows), host=prep.baseline_timing.host)
+    assert len(stats.windows_ms) == 3 and stats.n == sum(len(w) for w in windows)
+    assert settings.speedup_time_ms(stats) == min(stats.windows_ms)

@@ -43,11 +43,14 @@ MEASUREMENT_SCHEMA = pa.schema([
     ("timing_method", pa.string()), ("seed", pa.int64()), ("cpu", pa.string()), ("superseded", pa.string()),
     ("compiled_baseline_median_ms", pa.float64()), ("baseline_compute_ms", pa.float64()),
     ("baseline_memory_ms", pa.float64()), ("baseline_steal_frac", pa.float64()),
+    ("baseline_best_window_ms", pa.float64()), ("candidate_best_window_ms", pa.float64()),
 ])
 
 OPTIONAL_COLUMNS = {"seed", "cpu", "superseded", "compiled_baseline_median_ms", "baseline_compute_ms",
-                    "baseline_memory_ms", "baseline_steal_frac"}
-HASHED_WHEN_SET = {"baseline_compute_ms", "baseline_memory_ms", "baseline_steal_frac"}
+                    "baseline_memory_ms", "baseline_steal_frac", "baseline_best_window_ms",
+                    "candidate_best_window_ms"}
+HASHED_WHEN_SET = {"baseline_compute_ms", "baseline_memory_ms", "baseline_steal_frac", "baseline_best_window_ms",
+                   "candidate_best_window_ms"}
 """Columns added after versions were published: an empty one is left out of a row's hash, so that adding the
 column does not change the version of a dataset whose rows do not use it."""
 """Columns added after the first version: absent in older files, read as null."""

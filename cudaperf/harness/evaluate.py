@@ -233,7 +233,8 @@ def c_function_result(res: EvaluationResult, prepared, out, settings: HarnessSet
     if out.failure is not None and out.failure.attributed_to == "harness":
         res = replace(res, status="unscored")
     if out.candidate_timing is not None and prepared.baseline_timing is not None:
-        speedup = prepared.baseline_timing.median_ms / max(out.candidate_timing.median_ms, 1e-6)
+        speedup = (settings.speedup_time_ms(prepared.baseline_timing)
+                   / max(settings.speedup_time_ms(out.candidate_timing), 1e-6))
         res = replace(res, baseline_timing=prepared.baseline_timing, speedup=speedup,
                       speedup_flag=speedup_flag(speedup, settings))
     return res

@@ -16,7 +16,7 @@ import dataclasses
 import json
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Literal
 
@@ -125,6 +125,27 @@ class TimingStats:
     host: HostLoad | None = None
     """The host's state around the (first) window: sequential C baselines with the calibration workloads, C
     candidates without them; None where not sampled."""
+    windows_ms: tuple[float, ...] = ()
+    """The median of each timing window, in order, where the timing came in more than one window (``timing_rounds``
+    above 1; each of the baseline's windows is a process of its own); empty for a single window."""
+
+    @property
+    def best_window_ms(self) -> float:
+        """The fastest window's median (``median_ms`` for a single window): the estimator of ``speedup_estimator =
+        "best_window"``. On a host that is slow for whole windows at a time (seconds), the fastest of several
+        windows repeats from run to run where the pooled median does not (``benchmarks/host_variance.py``)."""
+        return min(self.windows_ms) if self.windows_ms else self.median_ms
+
+    @staticmethod
+    def from_windows_ms(windows: list[list[float]]) -> "TimingStats":
+        """Statistics of samples taken in windows (empty windows are skipped); ``windows_ms`` when more than one."""
+        import statistics
+
+        windows = [w for w in windows if w]
+        stats = TimingStats.from_samples_ms([x for w in windows for x in w])
+        if len(windows) < 2:
+            return stats
+        return replace(stats, windows_ms=tuple(round(statistics.median(w), 4) for w in windows))
 
     @staticmethod
     def from_samples_ms(samples: list[float]) -> "TimingStats":

@@ -198,6 +198,18 @@ class _Stats:
     case_kernels: dict[int, dict[str, int]]
     profile: dict[str, int] | None
     times_ms: list[float]
+    window_reps: list[int] = field(default_factory=list)
+    """Timed calls of each window, in order (the driver's ``window N reps R`` lines)."""
+
+    def windows(self) -> list[list[float]]:
+        """The samples split by window; one window when the split does not add up."""
+        if sum(self.window_reps) != len(self.times_ms):
+            return [self.times_ms]
+        out, i = [], 0
+        for n in self.window_reps:
+            out.append(self.times_ms[i:i + n])
+            i += n
+        return out
 
 
 def _parse_stats(path: Path) -> _Stats:
@@ -206,6 +218,7 @@ def _parse_stats(path: Path) -> _Stats:
     case_kernels: dict[int, dict[str, int]] = {}
     profile = None
     times: list[float] = []
+    window_reps: list[int] = []
     for line in text.splitlines():
         parts = line.split()
         if not parts:
@@ -224,7 +237,9 @@ def _parse_stats(path: Path) -> _Stats:
             profile = {k: int(v) for k, v in kv.items() if re.fullmatch(r"\d+", v)}
         elif parts[0] == "time_ns" and len(parts) == 2:
             times.append(float(parts[1]) / 1e6)
-    return _Stats(cuda_error, init_error, probe_error, case_kernels, profile, times)
+        elif parts[0] == "window" and len(parts) == 4 and parts[2] == "reps" and parts[3].isdigit():
+            window_reps.append(int(parts[3]))
+    return _Stats(cuda_error, init_error, probe_error, case_kernels, profile, times, window_reps)
 
 
 @dataclass(frozen=True)
@@ -548,7 +563,7 @@ class CandidateRun:
         if not tstats.times_ms:
             return CFunctionOutcome(Stage.CORRECT, False, Failure(FailureKind.CRASH, "timing produced no samples"),
                                     tests, p, None, evidence, run_s)
-        timing = replace(TimingStats.from_samples_ms(tstats.times_ms), host=self.host)
+        timing = replace(TimingStats.from_windows_ms(tstats.windows()), host=self.host)
         return CFunctionOutcome(Stage.TIMED, True, None, tests, p, timing, evidence, run_s)
 
 
@@ -642,15 +657,16 @@ def run_c_function_group(prepared: PreparedCFunction, builds: list[tuple[object,
         r.start()
         runs.append((key, r))
     live = [r for _, r in runs if r.waiting]
-    base = list(prepared.baseline_timing.samples_ms) if prepared.baseline_timing is not None else []
+    first = prepared.baseline_timing
+    base = [list(first.samples_ms)] if first is not None and first.samples_ms else []
     try:
         # One quiet period for all the rounds: each window would otherwise wait for background work that
         # starts again between windows.
         with HOST.timing(gpu_index):
             for rnd in range(rounds):
                 if rnd > 0 and live and base:
-                    base += baseline_window(prepared, settings, TimingWindow.of(settings, rounds, first=False),
-                                            owner=gpu_index)
+                    base.append(baseline_window(prepared, settings,
+                                                TimingWindow.of(settings, rounds, first=False), owner=gpu_index))
                 window = TimingWindow.of(settings, rounds, first=rnd == 0)
                 for r in (live if rnd % 2 == 0 else live[::-1]):
                     r.time_window(window)
@@ -659,5 +675,6 @@ def run_c_function_group(prepared: PreparedCFunction, builds: list[tuple[object,
             r.stop()
         outcomes = [(key, r.finish()) for key, r in runs]
     if base and live:
-        prepared = replace(prepared, baseline_timing=TimingStats.from_samples_ms(base), _files=prepared._files)
+        prepared = replace(prepared, baseline_timing=replace(TimingStats.from_windows_ms(base), host=first.host),
+                           _files=prepared._files)
     return outcomes, prepared
