@@ -8,9 +8,12 @@ for several seeds. The held-out test tasks are not read. Options:
 - ``log``: the same features through sign(x) * log1p(|x|) before the z-scores (counts of operations and
   accesses span orders of magnitude across tasks);
 - ``ens5``: the mean score of five MLPs trained with seeds s..s+4;
-- ``log+ens5``.
+- ``log+ens5``;
+- ``ordered``: trained on every pair of a task whose speedups differ by more than 1.25x, not only the
+  strong/weak quartile pairs (``RankerSettings.pairs="ordered"``); ``ordered1.5``: the same above 1.5x;
+  ``log+ordered1.5``: both changes.
 
-    python benchmarks/ranker_cv.py --out cv.json [--folds 5] [--seeds 2]
+    python benchmarks/ranker_cv.py --out cv.json [--folds 5] [--seeds 2] [--options base,log,ens5,log+ens5]
 
 CPU only; about ten minutes on two cores.
 """
@@ -31,13 +34,26 @@ def signed_log(feats: dict[str, dict[str, float]]) -> dict[str, dict[str, float]
             for cid, f in feats.items()}
 
 
+OPTIONS = {  # name: (feature transform, models averaged, RankerSettings overrides)
+    "base": ("raw", 1, {}), "log": ("log", 1, {}), "ens5": ("raw", 5, {}), "log+ens5": ("log", 5, {}),
+    "ordered": ("raw", 1, {"pairs": "ordered", "pair_min_ratio": 1.25}),
+    "ordered1.5": ("raw", 1, {"pairs": "ordered", "pair_min_ratio": 1.5}),
+    "log+ordered1.5": ("log", 1, {"pairs": "ordered", "pair_min_ratio": 1.5}),
+}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--split", default="task")
+    ap.add_argument("--options", default="base,log,ens5,log+ens5",
+                    help=f"comma-separated, of: {', '.join(OPTIONS)}")
     args = ap.parse_args()
+    options = args.options.split(",")
+    if set(options) - set(OPTIONS):
+        ap.error(f"unknown options: {sorted(set(options) - set(OPTIONS))}")
 
     from cudaperf.dataset.store import Dataset, default_dataset_dir
     from cudaperf.ranker.evaluate import metrics
@@ -53,9 +69,9 @@ def main() -> None:
         order = tasks[:]
         random.Random(seed).shuffle(order)
         folds = [set(order[k::args.folds]) for k in range(args.folds)]
-        for option in ("base", "log", "ens5", "log+ens5"):
-            table = feats["log" if option.startswith("log") else "raw"]
-            n_models = 5 if option.endswith("ens5") else 1
+        for option in options:
+            transform, n_models, overrides = OPTIONS[option]
+            table = feats[transform]
             accs, taus = [], []
             for k, held in enumerate(folds):
                 train = [i for i in items if i.task_id not in held]
@@ -63,7 +79,7 @@ def main() -> None:
                 scores = {i.candidate_id: 0.0 for i in test}
                 for m in range(n_models):
                     ranker = train_ranker(ds, items=train, features=table,
-                                          settings=replace(RankerSettings(), seed=100 * seed + m))
+                                          settings=replace(RankerSettings(), seed=100 * seed + m, **overrides))
                     for i, s in zip(test, ranker.score_many([table[i.candidate_id] for i in test])):
                         scores[i.candidate_id] += float(s) / n_models
                 r = metrics(test, scores)
@@ -75,7 +91,7 @@ def main() -> None:
             print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()
                               if k != "folds"}), flush=True)
     summary = {}
-    for option in ("base", "log", "ens5", "log+ens5"):
+    for option in options:
         sel = [r for r in rows if r["option"] == option]
         summary[option] = {"pairwise_accuracy": statistics.fmean(r["pairwise_accuracy"] for r in sel),
                            "kendall_tau": statistics.fmean(r["kendall_tau"] for r in sel)}

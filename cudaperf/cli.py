@@ -791,6 +791,10 @@ def ranker_train(
     min_steps: int = typer.Option(3000, "--min-steps", help="At least this many optimiser steps: more epochs when "
                                   "the dataset has few pairs (0: exactly --epochs, as the paper)."),
     batch_size: int = typer.Option(512, "--batch-size"),
+    pairs: str = typer.Option("quartile", "--pairs", help="Training pairs per task: 'quartile' (the paper's "
+                              "strong/weak quartile pairs) or 'ordered' (every pair whose speedups differ by more "
+                              "than --pair-min-ratio)."),
+    pair_min_ratio: float = typer.Option(1.5, "--pair-min-ratio", min=1.0, help="With --pairs ordered."),
 ) -> None:
     """Train the paper-tier MLP on per-task quartile pairs (deterministic for a dataset, split and seed)."""
     _need_torch()
@@ -799,7 +803,8 @@ def ranker_train(
     ds = _open_dataset(dataset)
     try:
         r = train_ranker(ds, split=split, settings=RankerSettings(seed=seed, epochs=epochs, batch_size=batch_size,
-                                                                min_steps=min_steps),
+                                                                min_steps=min_steps, pairs=pairs,
+                                                                pair_min_ratio=pair_min_ratio),
                          log=lambda m: err.print(m))
     except ValueError as exc:
         _fail(str(exc))
@@ -821,6 +826,10 @@ def ranker_eval(
                                  "whose candidates all have stored Nsight Compute counters "
                                  "(features_profile.parquet, from `cudaperf dataset features --tier profile`), "
                                  "with the paper-tier MLP scored on the same tasks."),
+    pairs: str = typer.Option("quartile", "--pairs", help="Training pairs per task: 'quartile' (the paper's "
+                              "strong/weak quartile pairs) or 'ordered' (every pair whose speedups differ by more "
+                              "than --pair-min-ratio)."),
+    pair_min_ratio: float = typer.Option(1.5, "--pair-min-ratio", min=1.0, help="With --pairs ordered."),
 ) -> None:
     """Train on each split's training part and evaluate on its held-out part: the MLP against random, the paper's
     linear form and a block-size rule (pairwise accuracy with a 95 % interval from resampling held-out tasks,
@@ -831,11 +840,16 @@ def ranker_eval(
     from cudaperf.ranker.evaluate import evaluate_split
     from cudaperf.ranker.train import RankerSettings
 
+    try:
+        settings = RankerSettings(seed=seed, pairs=pairs, pair_min_ratio=pair_min_ratio)
+    except ValueError as exc:
+        _fail(str(exc))
     ds = _open_dataset(dataset)
     tiers = ("paper",) + (("paper+compiler",) if compiler else ()) + (("paper+profile",) if profile else ())
-    res = {s: evaluate_split(ds, s, RankerSettings(seed=seed), tiers=tiers) for s in ("task", "family")}
+    res = {s: evaluate_split(ds, s, settings, tiers=tiers) for s in ("task", "family")}
     top = res["task"].get("models", {}).get("mlp_paper", {}).get("pairwise_accuracy")
-    out = {"pairwise_accuracy": top, "dataset_version": ds.version(), "seed": seed, "splits": res}
+    out = {"pairwise_accuracy": top, "dataset_version": ds.version(), "seed": seed,
+           "pairs": pairs if pairs == "quartile" else f"ordered above {pair_min_ratio}x", "splits": res}
     if as_json:
         clean = json.loads(json.dumps(out, default=str), parse_constant=lambda c: None)
         print(json.dumps(clean, allow_nan=False,

@@ -114,6 +114,20 @@ def test_training_is_deterministic_and_survives_save_and_load(labelled, tmp_path
         Ranker.load(tmp_path / "missing")
 
 
+def test_ordered_pairs_option_trains_on_every_pair_apart_by_the_ratio(labelled):
+    from cudaperf.ranker.train import split_items
+
+    items = split_items(labelled, "task", "train")
+    quart = train_ranker(labelled, settings=RankerSettings(epochs=5, min_steps=0))
+    ordered = train_ranker(labelled, settings=RankerSettings(epochs=5, min_steps=0, pairs="ordered",
+                                                             pair_min_ratio=1.5))
+    assert quart.meta["n_train_pairs"] == len(quartile_pairs(items))
+    assert ordered.meta["n_train_pairs"] == len(ordered_pairs(items, min_ratio=1.5)) > quart.meta["n_train_pairs"]
+    assert ordered.meta["settings"]["pairs"] == "ordered"
+    with pytest.raises(ValueError, match="pairs"):
+        RankerSettings(pairs="all")
+
+
 def test_held_out_evaluation_beats_chance_on_a_learnable_rule(labelled):
     res = evaluate_split(labelled, "task", RankerSettings(epochs=50, seed=0))
     m = res["models"]

@@ -21,7 +21,7 @@ from cudaperf.dataset.measure import candidate_summary
 from cudaperf.dataset.store import Dataset
 from cudaperf.features.normalizer import FeatureNormalizer
 from cudaperf.features.paper import PAPER_FEATURES, extract_paper_features
-from cudaperf.ranker.pairs import Item, quartile_pairs
+from cudaperf.ranker.pairs import Item, ordered_pairs, quartile_pairs
 
 FORMAT = "cudaperf.ranker/1"
 SPLITS = {"task": "split_task", "family": "split_family"}
@@ -46,6 +46,15 @@ class RankerSettings:
     grad_clip: float = 1.0
     dropout: float = 0.1
     seed: int = 0
+    pairs: str = "quartile"
+    """Training pairs per task: ``"quartile"``, the paper's strong/weak pairs (top quartile against bottom
+    quartile); ``"ordered"``, every pair whose speedups differ by more than ``pair_min_ratio`` (more pairs from
+    the same measurements, the middle of each task included)."""
+    pair_min_ratio: float = 1.25
+
+    def __post_init__(self) -> None:
+        if self.pairs not in ("quartile", "ordered"):
+            raise ValueError(f"RankerSettings.pairs must be 'quartile' or 'ordered', not {self.pairs!r}")
 
 
 def paper_features(code: str) -> dict[str, float]:
@@ -200,7 +209,8 @@ def train_ranker(ds: Dataset, *, split: str = "task", tier: str = "paper",
     from cudaperf.ranker.model import RankerMLP, pairwise_logistic_loss
 
     items = list(items) if items is not None else split_items(ds, split, "train")
-    pairs = quartile_pairs(items)
+    pairs = (quartile_pairs(items) if settings.pairs == "quartile"
+             else ordered_pairs(items, min_ratio=settings.pair_min_ratio))
     if not pairs:
         raise ValueError(f"no training pairs: the {split}-split's training tasks have no measured task with >= 4 "
                          "valid variants (measure the dataset first: `cudaperf dataset measure`)")
