@@ -19,7 +19,8 @@
 #                 with CUDA_VISIBLE_DEVICES=0 and RUN_TAG=1gpu, the same on one GPU: no other worker beside it
 #   repro-ab      repro-c on one GPU (runs ...-1gpu-a/-b), then on two (...-a/-b): is the baseline's drift the
 #                 second worker's doing? (about 8 minutes)
-#   host-variance the baseline's drift on a quiet machine, free against pinned to one core (benchmarks/host_variance.py)
+#   tests-then-measure  tests-harness (TEST_LIMIT, default 330 s), then measure-c for the rest of 570 s
+#   host-variance the baseline's drift on a quiet machine: free, pinned, huge pages (benchmarks/host_variance.py)
 #   repro-x       repro-c on two GPUs with --exclusive-timing (runs ...-excl-a/-b), for the same question;
 #                 REPRO_EXTRA adds measure options to repro-c (e.g. "--timing-rounds 5")
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
@@ -41,6 +42,11 @@ case "$step" in
   repro-ab)
     CUDA_VISIBLE_DEVICES=0 RUN_TAG=1gpu REPRO_MINUTES=2.5 bash "$0" repro-c
     REPRO_MINUTES=1.5 bash "$0" repro-c ;;
+  tests-then-measure)
+    # The harness GPU tests, then measure-c for what is left of the call's 570 s.
+    t0=$(date +%s); TEST_LIMIT=${TEST_LIMIT:-330} bash "$0" tests-harness
+    left=$(( 570 - ($(date +%s) - t0) ))
+    if [ "$left" -gt 120 ]; then MINUTES=$(python -c "print(($left - 60) / 60)") LIMIT=$left bash "$0" measure-c; fi ;;
   host-variance)
     # No GPU work: does the baseline drift on a quiet machine, and does pinning it to one core stop that?
     timeout "${HV_LIMIT:-240}" python benchmarks/host_variance.py --rounds "${HV_ROUNDS:-3}" ${HV_ARMS:+--arms $HV_ARMS} \
