@@ -27,7 +27,7 @@ MEASURE_SETTINGS = HarnessSettings(budget_ms=400.0, max_reps=48, timing_timeout_
 (>= 5 timed calls, stopping early once the cv is below 2 %), split into 3 windows interleaved with the task's
 other candidates and 3 windows of the baseline (each a process of its own). A speedup rests on each side's
 fastest window (``speedup_estimator="best_window"``): the H200 machines' host is slow for whole windows at a
-time, by up to 1.5x, and the fastest of 3 windows repeats from run to run where the median of all calls does not
+time, by up to 1.5x, and the fastest of 3 windows drifts less between runs than the median of all calls
 (0.088 against 0.134 median |log ratio| over the same two runs; docs/BENCHMARKS.md). The dataset's own variants
 are trusted not to attack each other, so a task's candidates stay alive together and the next one's tests
 overlap the previous one's end (``pipeline_candidates``). ``cudaperf dataset measure --timing-rounds 1

@@ -133,7 +133,7 @@ class TimingStats:
     def best_window_ms(self) -> float:
         """The fastest window's median (``median_ms`` for a single window): the estimator of ``speedup_estimator =
         "best_window"``. On a host that is slow for whole windows at a time (seconds), the fastest of several
-        windows repeats from run to run where the pooled median does not (``benchmarks/host_variance.py``)."""
+        windows drifts less between runs than the pooled median (``benchmarks/host_variance.py``)."""
         return min(self.windows_ms) if self.windows_ms else self.median_ms
 
     @staticmethod

@@ -52,7 +52,7 @@ class HarnessSettings:
     of the candidate; ``"best_window"``, the fastest window's median of each (``TimingStats.best_window_ms``;
     the same as the median with one window, so use it with ``timing_rounds`` of 3 or more). On the H200
     machines the host is slow for whole windows at a time, seconds long, by up to 1.5x: with 3 windows the
-    fastest repeats where the median does not (docs/BENCHMARKS.md)."""
+    fastest drifts less between runs than the median does (0.088 against 0.134; docs/BENCHMARKS.md)."""
     host_calibration: bool = True
     """Before each sequential C baseline window, time two fixed workloads on one core (about 0.15 s, as background
     host work: never beside another timed call) and store them with the host's busy and stolen CPU shares in
