@@ -31,9 +31,7 @@ time, by up to 1.5x, and the fastest of 3 windows drifts less between runs than 
 (0.088 against 0.134 median |log ratio| over the same two runs; docs/BENCHMARKS.md). The dataset's own variants
 are trusted not to attack each other, so a task's candidates stay alive together and the next one's tests
 overlap the previous one's end (``pipeline_candidates``). ``cudaperf dataset measure --timing-rounds 1
---speedup-estimator median`` gives the single-window measurement of the earlier runs.
-
-"""
+--speedup-estimator median`` gives the single-window measurement of the earlier runs."""
 
 
 def dataset_seed(task_id: str) -> int:
