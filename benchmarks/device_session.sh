@@ -20,7 +20,8 @@
 #   repro-ab      repro-c on one GPU (runs ...-1gpu-a/-b), then on two (...-a/-b): is the baseline's drift the
 #                 second worker's doing? (about 8 minutes)
 #   tests-then-measure  tests-harness (TEST_LIMIT, default 330 s), then measure-c for the rest of 570 s
-#   host-variance the baseline's drift on a quiet machine: free, pinned, huge pages (benchmarks/host_variance.py)
+#   host-variance the baseline's drift on a quiet machine: free, pinned, huge pages (benchmarks/host_variance.py);
+#                 HV_SPREAD=1 HV_ROUNDS=8 HV_ARMS=free: a task's windows minutes apart (does the fastest repeat?)
 #   repro-x       repro-c on two GPUs with --exclusive-timing (runs ...-excl-a/-b), for the same question;
 #                 REPRO_EXTRA adds measure options to repro-c (e.g. "--timing-rounds 5")
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
@@ -49,7 +50,7 @@ case "$step" in
     if [ "$left" -gt 120 ]; then MINUTES=$(python -c "print(($left - 60) / 60)") LIMIT=$left bash "$0" measure-c; fi ;;
   host-variance)
     # No GPU work: does the baseline drift on a quiet machine, and does pinning it to one core stop that?
-    timeout "${HV_LIMIT:-240}" python benchmarks/host_variance.py --rounds "${HV_ROUNDS:-3}" ${HV_ARMS:+--arms $HV_ARMS} \
+    timeout "${HV_LIMIT:-240}" python benchmarks/host_variance.py --rounds "${HV_ROUNDS:-3}" ${HV_ARMS:+--arms $HV_ARMS} ${HV_SPREAD:+--spread} \
       --out "$OUT/host_variance.json" > "$OUT/host_variance.log" 2>&1
     echo "rc=$?" >> "$OUT/host_variance.log"; tail -c 1500 "$OUT/host_variance.log" ;;
   repro-x)

@@ -13,8 +13,12 @@ window the calibration program
 (``native/calibrate.c``) runs under the same affinity, so a core's own speed at that moment is recorded beside
 the baseline it describes.
 
-Reported per task and arm: the windows' medians, their spread as max/min, and the median |log ratio| between
-consecutive windows; and the correlation, over all windows, between the baseline's and the calibration's log
+``--spread`` takes the rounds outermost, over all tasks, so that a task's windows lie minutes apart rather than
+seconds: does the fastest window repeat over minutes too?
+
+Reported per task and arm: the windows' medians, their spread as max/min, the median |log ratio| between
+consecutive windows, the |log ratio| between the fastest window of the first half (in time) and that of the
+second half; and the correlation, over all windows, between the baseline's and the calibration's log
 deviations from their task means. The host's facts (cores, THP, CPU model) go into the JSON too.
 """
 
@@ -63,7 +67,11 @@ def _host_facts() -> dict:
 
 def _log_spread(xs: list[float]) -> dict:
     steps = [abs(math.log(a / b)) for a, b in zip(xs, xs[1:])]
-    return {"max_over_min": max(xs) / min(xs), "consecutive_abs_log": statistics.median(steps) if steps else 0.0}
+    half = len(xs) // 2
+    return {"max_over_min": max(xs) / min(xs), "consecutive_abs_log": statistics.median(steps) if steps else 0.0,
+            # the fastest window of the first half of the windows in time against that of the second half: how well
+            # the best-window estimator repeats over the span the windows cover
+            "halves_best_abs_log": abs(math.log(min(xs[:half]) / min(xs[half:]))) if half else 0.0}
 
 
 def _corr(xs: list[float], ys: list[float]) -> float | None:
@@ -77,6 +85,7 @@ def main() -> None:
     ap.add_argument("--tasks", default=DEFAULT_TASKS)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--arms", default="free,pinned,thp,thp-pinned")
+    ap.add_argument("--spread", action="store_true", help="rounds outermost: a task's windows minutes apart")
     ap.add_argument("--core", type=int, default=None, help="the core of the pinned arm (default: the last allowed)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
@@ -97,42 +106,53 @@ def main() -> None:
     core = args.core if args.core is not None else max(free_set)
     tasks = dataset_tasks(Dataset.load(default_dataset_dir()))
     settings = HarnessSettings()
-    rows = []
-    for tid in args.tasks.split(","):
-        task = tasks[tid]
+    ids = args.tasks.split(",")
+    prepared = {tid: prepare_c_function(tasks[tid], settings, seed=1, defer_baseline=True) for tid in ids}
+    arms = {tid: {a: {"baseline_ms": [], "compute_ms": [], "memory_ms": [], "cv": []} for a in arm_names}
+            for tid in ids}
+    wall = {tid: 0.0 for tid in ids}
+
+    def window(tid: str, arm: str) -> None:
         t0 = time.monotonic()
-        prepared = prepare_c_function(task, settings, seed=1, defer_baseline=True)
-        arms: dict[str, dict[str, list]] = {a: {"baseline_ms": [], "compute_ms": [], "memory_ms": [], "cv": []}
-                                            for a in arm_names}
-        for _ in range(args.rounds):
-            for arm in arm_names:
-                os.sched_setaffinity(0, {core} if arm.endswith("pinned") else free_set)
-                if arm.startswith("thp"):
-                    os.environ["GLIBC_TUNABLES"] = THP_TUNABLE
-                try:
-                    cal = hostload.calibrate()
-                    stats = time_baseline(replace(prepared, baseline_timing=None), settings).baseline_timing
-                finally:
-                    os.sched_setaffinity(0, free_set)
-                    os.environ.pop("GLIBC_TUNABLES", None)
-                a = arms[arm]
-                a["baseline_ms"].append(stats.median_ms)
-                a["cv"].append(stats.cv)
-                a["compute_ms"].append(cal[0] if cal else float("nan"))
-                a["memory_ms"].append(cal[1] if cal else float("nan"))
-        row = {"task": tid, "wall_s": round(time.monotonic() - t0, 1), "arms": arms}
-        for arm, a in arms.items():
+        os.sched_setaffinity(0, {core} if arm.endswith("pinned") else free_set)
+        if arm.startswith("thp"):
+            os.environ["GLIBC_TUNABLES"] = THP_TUNABLE
+        try:
+            cal = hostload.calibrate()
+            stats = time_baseline(replace(prepared[tid], baseline_timing=None), settings).baseline_timing
+        finally:
+            os.sched_setaffinity(0, free_set)
+            os.environ.pop("GLIBC_TUNABLES", None)
+        a = arms[tid][arm]
+        a["baseline_ms"].append(stats.median_ms)
+        a["cv"].append(stats.cv)
+        a["compute_ms"].append(cal[0] if cal else float("nan"))
+        a["memory_ms"].append(cal[1] if cal else float("nan"))
+        wall[tid] += time.monotonic() - t0
+
+    # --spread: rounds outermost, so that a task's windows lie minutes apart (every other task's windows between
+    # them); otherwise a task's rounds follow each other within seconds.
+    order = ([(tid, r) for r in range(args.rounds) for tid in ids] if args.spread
+             else [(tid, r) for tid in ids for r in range(args.rounds)])
+    for tid, _ in order:
+        for arm in arm_names:
+            window(tid, arm)
+    rows = []
+    for tid in ids:
+        row = {"task": tid, "wall_s": round(wall[tid], 1), "arms": arms[tid]}
+        for arm, a in arms[tid].items():
             row[arm] = _log_spread(a["baseline_ms"])
         rows.append(row)
         print(json.dumps({"task": tid, "wall_s": row["wall_s"],
-                          **{arm: {k: round(v, 4) for k, v in row[arm].items()} for arm in arms},
-                          "free_ms": [round(x, 2) for x in arms["free"]["baseline_ms"]],
-                          "pinned_ms": [round(x, 2) for x in arms["pinned"]["baseline_ms"]]}), flush=True)
+                          **{arm: {k: round(v, 4) for k, v in row[arm].items()} for arm in arm_names},
+                          **{f"{arm}_ms": [round(x, 2) for x in arms[tid][arm]["baseline_ms"]] for arm in arm_names}}),
+              flush=True)
 
-    summary: dict = {"tasks": len(rows), "rounds": args.rounds, "core": core}
+    summary: dict = {"tasks": len(rows), "rounds": args.rounds, "core": core, "spread": args.spread}
     for arm in arm_names:
         summary[arm] = {k: statistics.median(r[arm][k] for r in rows) for k in ("max_over_min",
-                                                                                "consecutive_abs_log")}
+                                                                                "consecutive_abs_log",
+                                                                                "halves_best_abs_log")}
         dev_b, dev_c, dev_m = [], [], []
         for r in rows:
             a = r["arms"][arm]
