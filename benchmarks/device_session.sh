@@ -24,6 +24,8 @@
 #                 HV_SPREAD=1 HV_ROUNDS=8 HV_ARMS=free: a task's windows minutes apart (does the fastest repeat?)
 #   repro-x       repro-c on two GPUs with --exclusive-timing (runs ...-excl-a/-b), for the same question;
 #                 REPRO_EXTRA adds measure options to repro-c (e.g. "--timing-rounds 5")
+#   repro-pool    repro-c as runs ...-pool-a1 b1 a2 b2 (PARTS), alternating, about 7 minutes: does pooling a
+#                 side's runs minutes apart (benchmarks/reproducibility_stat.py --pooled) bring the sides closer?
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
 # Then, on the CPU machine: `cudaperf dataset ingest $OUT/STORE.jsonl --run-id RUN` for each store.
 set -u
@@ -55,10 +57,14 @@ case "$step" in
     echo "rc=$?" >> "$OUT/host_variance.log"; tail -c 1500 "$OUT/host_variance.log" ;;
   repro-x)
     EXCL=1 RUN_TAG=excl REPRO_MINUTES=2.5 bash "$0" repro-c ;;
+  repro-pool)
+    # Runs a1 b1 a2 b2 (PARTS) of the 10 % C sample, alternating, each cut at REPRO_MINUTES (default 1.5); then
+    # on the CPU: benchmarks/reproducibility_stat.py --pooled over the stores, in the order they ran.
+    PARTS=${PARTS:-a1 b1 a2 b2} RUN_TAG=${RUN_TAG:-pool} REPRO_MINUTES=${REPRO_MINUTES:-1.5} bash "$0" repro-c ;;
   repro-c)
     c_families=$(python -c 'from cudaperf.dataset.build import torch_family_names as t
 from cudaperf.dataset.families import all_families as a; print(",".join(sorted(set(a()) - set(t()))))')
-    for part in a b; do
+    for part in ${PARTS:-a b}; do
       RUN=$stamp-repro-c${RUN_TAG:+-$RUN_TAG}-$part MINUTES=${REPRO_MINUTES:-2} LIMIT=240 \
         EXTRA="--families $c_families${EXCL:+ --exclusive-timing}${REPRO_EXTRA:+ $REPRO_EXTRA}" \
         bash "$0" remeasure

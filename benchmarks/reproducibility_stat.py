@@ -7,6 +7,13 @@ side's time alone. Runs are named by their file stem.
 
     python benchmarks/reproducibility_stat.py --out repro.json STORE.jsonl.gz STORE.jsonl.gz ...
 
+With ``--pooled``, the stores are repeated runs of one sample given in the order they ran, alternating between
+two sides (a1 b1 a2 b2 ...): for k = 1 .. n/2 runs per side, each side's time is pooled over k of its runs (the
+fastest window, or the fastest sample, over all of them) and the two sides' speedups compared, averaged over
+every choice of k pairs. Does timing a candidate again minutes later bring two measurements closer?
+
+    python benchmarks/reproducibility_stat.py --pooled --out pooled.json A1 B1 A2 B2 ...
+
 CPU only; reads the timing samples the stores already hold.
 """
 
@@ -38,13 +45,66 @@ def med_abs_log(pairs: list[tuple[float, float]]) -> float:
     return statistics.median(abs(math.log(b / a)) for a, b in pairs)
 
 
+def fastest(timing: dict, stat: str) -> float:
+    """A side's time by ``stat``: 'best_window' (the fastest window's median; the median where there was one
+    window) or 'min' (the fastest sample)."""
+    if stat == "min":
+        return timing["min_ms"]
+    return min(timing.get("windows_ms") or [timing["median_ms"]])
+
+
+def pooled(runs: list[dict], min_common: int) -> list[dict]:
+    """``runs`` alternate between side a and side b, in the order they ran. For k runs per side, every choice of k
+    of the (a, b) pairs: each side's time is the fastest over its k runs; the median |log ratio| of the speedups
+    (and of each side's time) between the sides, averaged over the choices."""
+    a_runs, b_runs = runs[0::2], runs[1::2]
+    n = min(len(a_runs), len(b_runs))
+    common = sorted(set.intersection(*(set(r) for r in runs[:2 * n])))
+    if len(common) < min_common:
+        return []
+    out = []
+    for k in range(1, n + 1):
+        row: dict = {"runs_per_side": k, "candidates": len(common), "choices": 0}
+        sums: dict[str, float] = {}
+        for pick in itertools.combinations(range(n), k):
+            row["choices"] += 1
+            for stat in ("best_window", "min"):
+                sides = []
+                for side in (a_runs, b_runs):
+                    base = [min(fastest(side[i][c]["baseline_timing"], stat) for i in pick) for c in common]
+                    cand = [min(fastest(side[i][c]["candidate_timing"], stat) for i in pick) for c in common]
+                    sides.append((base, cand))
+                (ba, ca), (bb, cb) = sides
+                vals = {f"speedup_{stat}": med_abs_log([(x / y, u / v) for x, y, u, v in zip(ba, ca, bb, cb)]),
+                        f"baseline_{stat}": med_abs_log(list(zip(ba, bb))),
+                        f"candidate_{stat}": med_abs_log(list(zip(ca, cb)))}
+                for key, v in vals.items():
+                    sums[key] = sums.get(key, 0.0) + v
+        row.update({key: v / row["choices"] for key, v in sums.items()})
+        out.append(row)
+        print(f"{k} run(s) per side ({row['choices']} choices, {len(common)} candidates): speedup "
+              f"{row['speedup_best_window']:.3f} (fastest window) {row['speedup_min']:.3f} (fastest sample); "
+              f"baseline {row['baseline_best_window']:.3f}, candidate {row['candidate_best_window']:.3f}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stores", nargs="+", type=Path)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--min-common", type=int, default=5)
+    ap.add_argument("--pooled", action="store_true",
+                    help="the stores alternate between two sides, in the order they ran: pool k runs per side")
     args = ap.parse_args()
 
+    if args.pooled:
+        if len(args.stores) < 2:
+            ap.error("--pooled needs at least two stores (a1 b1 ...)")
+        rows = pooled([load(p) for p in args.stores], args.min_common)
+        if not rows:
+            ap.error(f"the stores have fewer than {args.min_common} correct candidates in common")
+        args.out.write_text(json.dumps({"stores": [str(p) for p in args.stores], "pooled": rows}, indent=1))
+        return
     runs = {p.name.split(".")[0]: load(p) for p in args.stores}
     rows = []
     for a, b in itertools.combinations(runs, 2):

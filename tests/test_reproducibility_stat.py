@@ -1,0 +1,49 @@
+"""benchmarks/reproducibility_stat.py --pooled, run as a script over stores written here."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks/reproducibility_stat.py"
+
+
+def _store(path: Path, base_windows: list[float], base_min: float, cand_windows: list[float], cand_min: float):
+    row = {"task_id": "t", "candidate_id": "c", "status": "scored", "correct": True,
+           "baseline_timing": {"median_ms": sorted(base_windows)[len(base_windows) // 2], "min_ms": base_min,
+                               "windows_ms": base_windows},
+           "candidate_timing": {"median_ms": sorted(cand_windows)[len(cand_windows) // 2], "min_ms": cand_min,
+                                "windows_ms": cand_windows}}
+    path.write_text(json.dumps(row) + "\n")
+    return path
+
+
+def test_pooled_runs_take_each_sides_fastest_over_its_runs(tmp_path):
+    stores = [_store(tmp_path / "a1.jsonl", [10.0, 12.0], 9.0, [1.0], 0.9),
+              _store(tmp_path / "b1.jsonl", [20.0], 18.0, [1.0], 1.0),
+              _store(tmp_path / "a2.jsonl", [16.0], 15.0, [2.0], 1.8),
+              _store(tmp_path / "b2.jsonl", [10.0], 10.0, [1.0], 1.0)]
+    out = tmp_path / "pooled.json"
+    subprocess.run([sys.executable, str(SCRIPT), "--pooled", "--min-common", "1", "--out", str(out),
+                    *map(str, stores)], check=True, capture_output=True, text=True)
+    one, two = json.loads(out.read_text())["pooled"]
+    # one run per side: a1/b1 give speedups 10 and 20, a2/b2 give 8 and 10; the two choices averaged
+    assert one["choices"] == 2
+    assert one["speedup_best_window"] == pytest.approx((math.log(2) + math.log(10 / 8)) / 2)
+    assert one["speedup_min"] == pytest.approx((math.log(18 / 10) + math.log(10 / (15 / 1.8))) / 2)
+    # two runs per side: a = min(10, 16) / min(1, 2) = 10 and b = min(20, 10) / 1 = 10
+    assert two["choices"] == 1 and two["speedup_best_window"] == pytest.approx(0.0)
+    assert two["baseline_best_window"] == pytest.approx(0.0) and two["candidate_min"] == pytest.approx(math.log(1 / 0.9))
+    assert two["speedup_min"] == pytest.approx(0.0)  # 9 / 0.9 against 10 / 1
+
+
+def test_pooled_needs_candidates_in_common(tmp_path):
+    a = _store(tmp_path / "a1.jsonl", [10.0], 9.0, [1.0], 0.9)
+    b = tmp_path / "b1.jsonl"
+    b.write_text("")
+    r = subprocess.run([sys.executable, str(SCRIPT), "--pooled", "--min-common", "1", "--out",
+                        str(tmp_path / "o.json"), str(a), str(b)], capture_output=True, text=True)
+    assert r.returncode != 0 and "in common" in r.stderr
