@@ -24,6 +24,8 @@
 #                 HV_SPREAD=1 HV_ROUNDS=8 HV_ARMS=free: a task's windows minutes apart (does the fastest repeat?)
 #   repro-x       repro-c on two GPUs with --exclusive-timing (runs ...-excl-a/-b), for the same question;
 #                 REPRO_EXTRA adds measure options to repro-c (e.g. "--timing-rounds 5")
+#   profile-features  ncu counters for the ranker's profile tier (held-out and training tasks in turn),
+#                 PROFILE_MINUTES (default 8); carry .device/features_profile.parquet to go on from a previous call
 #   repro-pool    repro-c as runs ...-pool-a1 b1 a2 b2 (PARTS), alternating, about 7 minutes: does pooling a
 #                 side's runs minutes apart (benchmarks/reproducibility_stat.py --pooled) bring the sides closer?
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
@@ -57,6 +59,15 @@ case "$step" in
     echo "rc=$?" >> "$OUT/host_variance.log"; tail -c 1500 "$OUT/host_variance.log" ;;
   repro-x)
     EXCL=1 RUN_TAG=excl REPRO_MINUTES=2.5 bash "$0" repro-c ;;
+  profile-features)
+    # Nsight Compute counters of the measured valid candidates (the ranker's profile tier), tasks of the held-out
+    # and training parts in turn, PROFILE_MINUTES (default 8) at most; resumes from a carried
+    # .device/features_profile.parquet. Then, on the CPU: copy it into the dataset and `ranker eval --profile`.
+    [ -f .device/features_profile.parquet ] && cp .device/features_profile.parquet cudaperf/data/dataset/
+    timeout "${LIMIT:-570}" python -m cudaperf.cli dataset features --tier profile --order splits-in-turn \
+      --max-minutes "${PROFILE_MINUTES:-8}" > "$OUT/profile_features.log" 2>&1
+    echo "rc=$?" >> "$OUT/profile_features.log"; tail -c 800 "$OUT/profile_features.log"
+    cp cudaperf/data/dataset/features_profile.parquet "$OUT/" 2>/dev/null ;;
   repro-pool)
     # Runs a1 b1 a2 b2 (PARTS) of the 10 % C sample, alternating, each cut at REPRO_MINUTES (default 1.5); then
     # on the CPU: benchmarks/reproducibility_stat.py --pooled over the stores, in the order they ran.

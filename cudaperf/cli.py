@@ -662,17 +662,30 @@ def dataset_features(
     jobs: int = typer.Option(2, "--jobs", "-j", help="Parallel workers (profile: one per visible GPU)."),
     all_candidates: bool = typer.Option(False, "--all", help="profile: every candidate, not only the measured "
                                         "valid ones the ranker trains on."),
+    order: str = typer.Option("dataset", "--order", help="Which candidates first, task by task: 'dataset' (its "
+                              "order), 'held-out-first' (the held-out tasks of both splits, then the rest) or "
+                              "'splits-in-turn' (a held-out task, a test family's task, a training task, in "
+                              "turn: a run cut short can still train and test a profile-tier ranker)."),
+    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", min=0.0, help="Start no candidate after "
+                                                "this many minutes; rerun to go on."),
 ) -> None:
     """Compute (or bring up to date) DATASET/features_TIER.parquet; resumable (rows are saved as they come)."""
     from cudaperf.dataset.features import compute_features, measured_valid_ids
+    from cudaperf.dataset.measure import interleaved_task_order
     from cudaperf.features.profile import ProfilerUnavailable
 
+    orders = ("dataset", "held-out-first", "splits-in-turn")
+    if order not in orders:
+        _fail(f"--order must be one of {', '.join(orders)}, not {order!r}")
     ds = _open_dataset(dataset)
     ids = measured_valid_ids(ds) if tier == "profile" and not all_candidates else None
+    task_order = None if order == "dataset" else interleaved_task_order(
+        ds, {t["id"] for t in ds.tasks}, held_out_first=True, groups_in_turn=order == "splits-in-turn")
     with _bar() as bar:
         tid = bar.add_task(f"{tier} features", total=None)
         try:
-            n = compute_features(ds, tier, jobs=jobs, candidate_ids=ids,
+            n = compute_features(ds, tier, jobs=jobs, candidate_ids=ids, task_order=task_order,
+                                 max_minutes=max_minutes,
                                  progress=lambda i, k: bar.update(tid, completed=i, total=k))
         except (ValueError, ProfilerUnavailable) as exc:
             _fail(str(exc))

@@ -180,6 +180,21 @@ def test_feature_tables_are_stored_and_refreshed_when_code_changes(small):
         compute_features(small, "magic")
 
 
+def test_feature_runs_go_task_by_task_and_stop_at_their_time_limit(small):
+    from cudaperf.dataset.features import compute_features, in_task_order, load_features
+
+    assert compute_features(small, "paper", max_minutes=0) == 0  # past its limit before the first candidate
+    assert load_features(small, "paper") == {}
+    tasks = sorted({c["task_id"] for c in small.candidates})
+    ordered = in_task_order(small.candidates, [tasks[-1], tasks[1]])
+    by_task = [c["task_id"] for c in ordered]
+    k_last, k_1 = by_task.count(tasks[-1]), by_task.count(tasks[1])
+    assert by_task[:k_last] == [tasks[-1]] * k_last and by_task[k_last:k_last + k_1] == [tasks[1]] * k_1
+    rest = [c for c in small.candidates if c["task_id"] not in (tasks[-1], tasks[1])]
+    assert ordered[k_last + k_1:] == rest  # the others keep the dataset's order
+    assert compute_features(small, "paper", jobs=1, task_order=[tasks[-1]], max_minutes=60) == len(small.candidates)
+
+
 def test_shipped_dataset_stats_cli():
     from typer.testing import CliRunner
 
@@ -216,6 +231,9 @@ def test_measurement_order_can_put_held_out_tasks_first(small):
     test_ids = [t["id"] for t in tasks if t["split_task"] == "test"]
     assert 0 < len(test_ids) < len(ids)
     assert set(first[: len(test_ids)]) == set(test_ids) and set(first) == ids
+    # in turn: a held-out task, then a training task, then the rest
+    turns = interleaved_task_order(small, ids, held_out_first=True, groups_in_turn=True)
+    assert set(turns) == ids and turns[0] in test_ids and turns[1] not in test_ids
 
 
 def test_runs_are_summarised_with_their_span(small):

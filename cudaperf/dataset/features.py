@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -114,9 +115,21 @@ def write_features(ds: Dataset, tier: str, features: dict[str, dict[str, float]]
     return path
 
 
+def in_task_order(cands: list[dict], task_order: Sequence[str]) -> list[dict]:
+    """The candidates of ``task_order``'s tasks first, task by task in that order, then the rest; each task's
+    candidates, and the rest, keep their order."""
+    rank = {t: i for i, t in enumerate(task_order)}
+    return sorted(cands, key=lambda c: rank.get(c["task_id"], len(rank)))
+
+
 def compute_features(ds: Dataset, tier: str, *, jobs: int = 2, candidate_ids=None,
-                     progress: Callable[[int, int], None] | None = None, save_every: int = 200) -> int:
-    """Compute missing or stale rows of ``features_<tier>.parquet``; saves as it goes. Returns rows computed."""
+                     progress: Callable[[int, int], None] | None = None, save_every: int = 200,
+                     task_order: Sequence[str] | None = None, max_minutes: float | None = None) -> int:
+    """Compute missing or stale rows of ``features_<tier>.parquet``; saves as it goes. Returns rows computed.
+
+    ``task_order``: the candidates of these tasks first, task by task in this order (the rest after them in the
+    dataset's order), so that a run cut short leaves whole tasks. ``max_minutes``: start no candidate after
+    that many minutes; those not started stay missing, for the next run."""
     fn = tier_function(tier, ds)
     if tier == "profile":
         from cudaperf.harness.environment import gpu_count
@@ -125,6 +138,14 @@ def compute_features(ds: Dataset, tier: str, *, jobs: int = 2, candidate_ids=Non
     have = load_features(ds, tier)
     cands = [c for c in ds.candidates if c["candidate_id"] not in have
              and (candidate_ids is None or c["candidate_id"] in candidate_ids)]
+    if task_order is not None:
+        cands = in_task_order(cands, task_order)
+    deadline = None if max_minutes is None else time.monotonic() + 60.0 * max_minutes
+
+    def run(c: dict) -> dict[str, float] | None:
+        if deadline is not None and time.monotonic() > deadline:
+            return None
+        return fn(c)
 
     def save() -> None:
         write_features(ds, tier, have)
@@ -132,7 +153,9 @@ def compute_features(ds: Dataset, tier: str, *, jobs: int = 2, candidate_ids=Non
     done = 0
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            for c, feats in zip(cands, pool.map(fn, cands)):
+            for c, feats in zip(cands, pool.map(run, cands)):
+                if feats is None:
+                    continue
                 have[c["candidate_id"]] = feats
                 done += 1
                 if progress:

@@ -120,11 +120,15 @@ def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, rem
     return [c for c in cands if c["task_id"] in keep]
 
 
-def interleaved_task_order(ds: Dataset, task_ids: set[str], *, held_out_first: bool = False) -> list[str]:
+def interleaved_task_order(ds: Dataset, task_ids: set[str], *, held_out_first: bool = False,
+                           groups_in_turn: bool = False) -> list[str]:
     """Tasks in the order a measurement runs them: the first task of every family, then the second of every
     family, and so on, so that a run cut short by its time limit still covers every family evenly.
     ``held_out_first``: the held-out tasks of both splits (the task split's test part, then the test families)
-    before the rest, each group interleaved the same way: what a ranker evaluation needs first."""
+    before the rest, each group interleaved the same way: what a ranker evaluation needs first.
+    ``groups_in_turn`` (with ``held_out_first``): the three groups take turns instead (a task split test task, a
+    test family's task, a training task, ...), so that a run cut short leaves tasks to train on as well as to
+    test on."""
     info = {t["id"]: t for t in ds.tasks}
 
     def group(t: str) -> int:
@@ -136,7 +140,14 @@ def interleaved_task_order(ds: Dataset, task_ids: set[str], *, held_out_first: b
     by_fam: dict[tuple[int, str], list[str]] = defaultdict(list)
     for t in sorted(task_ids):
         by_fam[(group(t), info.get(t, {}).get("family", ""))].append(t)
-    return [t for _, _, _, t in sorted((g, i, fam, t) for (g, fam), ts in by_fam.items() for i, t in enumerate(ts))]
+    order = [t for _, _, _, t in sorted((g, i, fam, t) for (g, fam), ts in by_fam.items() for i, t in enumerate(ts))]
+    if not (held_out_first and groups_in_turn):
+        return order
+    groups: dict[int, list[str]] = defaultdict(list)
+    for t in order:
+        groups[group(t)].append(t)
+    turns = [groups[g] for g in sorted(groups)]
+    return [ts[i] for i in range(max(map(len, turns), default=0)) for ts in turns if i < len(ts)]
 
 
 def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path | None = None,

@@ -170,6 +170,11 @@ def evaluate_split(ds, split: str, settings=None, log: Callable[[str], None] | N
             models[f"mlp_paper_on_{name[4:]}_tasks"] = metrics(
                 te, {i.candidate_id: float(s) for i, s in
                      zip(te, ranker.score_many([feats[i.candidate_id] for i in te]))})
+            # what the tier adds, apart from the smaller training set: the paper tier trained on the same tasks
+            same = train_ranker(ds, split=split, settings=settings, features=feats, items=tr)
+            models[f"mlp_paper_trained_on_{name[4:]}_tasks"] = metrics(
+                te, {i.candidate_id: float(s) for i, s in
+                     zip(te, same.score_many([feats[i.candidate_id] for i in te]))})
         tf = feature_table(ds, [i.candidate_id for i in tr + te], tier)
         rt = train_ranker(ds, split=split, tier=tier, settings=settings, features=tf, items=tr)
         st = rt.score_many([tf[i.candidate_id] for i in te])
