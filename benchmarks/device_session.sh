@@ -34,7 +34,8 @@ set -u
 step=${1:?usage: device_session.sh STEP (see the header)}
 : "${OUT:?set OUT to the output folder}"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-stamp=$(date -u +%Y%m%d)
+stamp=${STAMP:-$(date -u +%Y%m%d-%H%M)}  # run ids carry the minute: two sessions of one day do not collide
+export STAMP=$stamp
 case "$step" in
   tests-all)
     nvidia-smi -L > "$OUT/smi.txt" 2>&1

@@ -195,6 +195,22 @@ def test_feature_runs_go_task_by_task_and_stop_at_their_time_limit(small):
     assert compute_features(small, "paper", jobs=1, task_order=[tasks[-1]], max_minutes=60) == len(small.candidates)
 
 
+def test_profile_prebuild_leaves_the_build_in_the_cache(small, tmp_path, monkeypatch):
+    """The profile tier compiles ahead of the GPUs: what it builds, the profiling run finds cached (real nvcc)."""
+    from cudaperf.dataset.build import dataset_tasks
+    from cudaperf.dataset.features import profile_prebuild
+    from cudaperf.dataset.measure import MEASURE_SETTINGS
+    from cudaperf.harness.evaluate import build_candidate, check_candidate
+
+    monkeypatch.setenv("CUDAPERF_CACHE", str(tmp_path / "cache"))  # an empty cache of its own
+    c = small.candidates[0]
+    assert profile_prebuild(small)(c) is True
+    task = dataset_tasks(small)[c["task_id"]]
+    again = build_candidate(task, check_candidate(task, c["code"], "profile", MEASURE_SETTINGS).code, MEASURE_SETTINGS)
+    assert again.stage == "ok" and again.info.cached
+    assert profile_prebuild(small)({**c, "code": "int main() { return 0; }"}) is False  # not CUDA: no build
+
+
 def test_shipped_dataset_stats_cli():
     from typer.testing import CliRunner
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -78,6 +79,22 @@ def _profile_function(ds: Dataset) -> Callable[[dict], dict[str, float]]:
     return fn
 
 
+def profile_prebuild(ds: Dataset) -> Callable[[dict], bool]:
+    """Compile a candidate into the build cache, as the profile tier will build it (static check, nvcc), so that
+    profiling finds it built: CPU work that can run ahead of the GPUs. True when it built."""
+    from cudaperf.dataset.build import dataset_tasks
+    from cudaperf.dataset.measure import MEASURE_SETTINGS
+    from cudaperf.harness.evaluate import build_candidate, check_candidate
+
+    tasks = dataset_tasks(ds)
+
+    def prebuild(c: dict) -> bool:
+        chk = check_candidate(tasks[c["task_id"]], c["code"], "profile", MEASURE_SETTINGS)
+        return chk.result is None and build_candidate(tasks[c["task_id"]], chk.code, MEASURE_SETTINGS).stage == "ok"
+
+    return prebuild
+
+
 def measured_valid_ids(ds: Dataset) -> set[str]:
     """Candidates with a valid measurement (correct in every scored run): the ones a ranker trains on."""
     from cudaperf.dataset.measure import candidate_summary
@@ -131,10 +148,12 @@ def compute_features(ds: Dataset, tier: str, *, jobs: int = 2, candidate_ids=Non
     dataset's order), so that a run cut short leaves whole tasks. ``max_minutes``: start no candidate after
     that many minutes; those not started stay missing, for the next run."""
     fn = tier_function(tier, ds)
+    compile_jobs = 0
     if tier == "profile":
         from cudaperf.harness.environment import gpu_count
 
         jobs = max(1, gpu_count())
+        compile_jobs = max(1, (os.cpu_count() or 2) - jobs)  # nvcc ahead of the GPUs, on the other cores
     have = load_features(ds, tier)
     cands = [c for c in ds.candidates if c["candidate_id"] not in have
              and (candidate_ids is None or c["candidate_id"] in candidate_ids)]
@@ -150,6 +169,16 @@ def compute_features(ds: Dataset, tier: str, *, jobs: int = 2, candidate_ids=Non
     def save() -> None:
         write_features(ds, tier, have)
 
+    builder = None
+    if compile_jobs and cands:
+        prebuild = profile_prebuild(ds)
+
+        def ahead(c: dict) -> bool:
+            return (deadline is None or time.monotonic() <= deadline) and prebuild(c)
+
+        builder = ThreadPoolExecutor(max_workers=compile_jobs)
+        for c in cands:  # in the order the GPUs take them; a candidate not built yet is built by its GPU worker
+            builder.submit(ahead, c)
     done = 0
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -163,6 +192,8 @@ def compute_features(ds: Dataset, tier: str, *, jobs: int = 2, candidate_ids=Non
                 if done % save_every == 0:
                     save()
     finally:
+        if builder is not None:
+            builder.shutdown(wait=False, cancel_futures=True)
         if done:
             save()  # what was computed before a fault is kept
     return done
