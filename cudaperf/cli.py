@@ -657,7 +657,7 @@ def dataset_add_candidates(
 @dataset_app.command("features")
 def dataset_features(
     tier: str = typer.Option("paper", "--tier", help="paper (tree-sitter, fast), compiler (nvcc per candidate) or "
-                             "profile (Nsight Compute on the local GPUs, about 5 s per candidate)."),
+                             "profile (Nsight Compute on the local GPUs, C tasks only, about 5 s per candidate)."),
     dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
     jobs: int = typer.Option(2, "--jobs", "-j", help="Parallel workers (profile: one per visible GPU)."),
     all_candidates: bool = typer.Option(False, "--all", help="profile: every candidate, not only the measured "

@@ -211,6 +211,16 @@ def test_profile_prebuild_leaves_the_build_in_the_cache(small, tmp_path, monkeyp
     assert profile_prebuild(small)({**c, "code": "int main() { return 0; }"}) is False  # not CUDA: no build
 
 
+def test_profile_tier_runs_the_c_tasks_only():
+    from cudaperf.dataset.features import c_function_task_ids
+    from cudaperf.dataset.store import default_dataset_dir
+
+    ds = Dataset.load(default_dataset_dir())
+    c = c_function_task_ids(ds)
+    torch_tasks = {t["id"] for t in ds.tasks if t["family"].startswith("pt_")}
+    assert torch_tasks and not (c & torch_tasks) and c | torch_tasks == {t["id"] for t in ds.tasks}
+
+
 def test_shipped_dataset_stats_cli():
     from typer.testing import CliRunner
 

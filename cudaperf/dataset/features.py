@@ -95,6 +95,13 @@ def profile_prebuild(ds: Dataset) -> Callable[[dict], bool]:
     return prebuild
 
 
+def c_function_task_ids(ds: Dataset) -> set[str]:
+    """The dataset's C function tasks (every family but the PyTorch ones): those the profile tier can run."""
+    from cudaperf.dataset.pytorch_families.common import TASK_PREFIX
+
+    return {t["id"] for t in ds.tasks if not t["family"].startswith(TASK_PREFIX)}
+
+
 def measured_valid_ids(ds: Dataset) -> set[str]:
     """Candidates with a valid measurement (correct in every scored run): the ones a ranker trains on."""
     from cudaperf.dataset.measure import candidate_summary
@@ -157,6 +164,9 @@ def compute_features(ds: Dataset, tier: str, *, jobs: int = 2, candidate_ids=Non
     have = load_features(ds, tier)
     cands = [c for c in ds.candidates if c["candidate_id"] not in have
              and (candidate_ids is None or c["candidate_id"] in candidate_ids)]
+    if tier == "profile":  # ncu runs the C function candidates; PyTorch variants have no profile tier yet
+        c_tasks = c_function_task_ids(ds)
+        cands = [c for c in cands if c["task_id"] in c_tasks]
     if task_order is not None:
         cands = in_task_order(cands, task_order)
     deadline = None if max_minutes is None else time.monotonic() + 60.0 * max_minutes
