@@ -664,8 +664,8 @@ def dataset_features(
                                         "valid ones the ranker trains on."),
     order: str = typer.Option("dataset", "--order", help="Which candidates first, task by task: 'dataset' (its "
                               "order), 'held-out-first' (the held-out tasks of both splits, then the rest) or "
-                              "'splits-in-turn' (a held-out task, a test family's task, a training task, in "
-                              "turn: a run cut short can still train and test a profile-tier ranker)."),
+                              "'splits-in-turn' (a held-out task, a test family's task, one of the other tasks, "
+                              "in turn: a run cut short can still train and test a profile-tier ranker)."),
     max_minutes: Optional[float] = typer.Option(None, "--max-minutes", min=0.0, help="Start no candidate after "
                                                 "this many minutes; rerun to go on."),
 ) -> None:

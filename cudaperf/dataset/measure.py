@@ -127,7 +127,7 @@ def interleaved_task_order(ds: Dataset, task_ids: set[str], *, held_out_first: b
     ``held_out_first``: the held-out tasks of both splits (the task split's test part, then the test families)
     before the rest, each group interleaved the same way: what a ranker evaluation needs first.
     ``groups_in_turn`` (with ``held_out_first``): the three groups take turns instead (a task split test task, a
-    test family's task, a training task, ...), so that a run cut short leaves tasks to train on as well as to
+    test family's task, one of the other tasks, ...), so that a run cut short leaves tasks to train on as well as to
     test on."""
     info = {t["id"]: t for t in ds.tasks}
 
