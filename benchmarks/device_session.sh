@@ -7,7 +7,8 @@
 # Steps, in the order to run them (each fits one call; every log and store lands in $OUT):
 #   tests-all     on a two-GPU machine: tests-torch on GPU 0 and tests-harness on GPU 1, side by side
 #                 (BabelTower's test reads $CUDAPERF_BABELTOWER when the data is carried)
-#   tests-torch   GPU tests of the PyTorch side (fast path, adversarial candidates, families through measure)
+#   tests-torch   GPU tests of the PyTorch side (fast path, adversarial candidates, families through measure) and
+#                 of the reward's TRL functions (a C and a PyTorch task, with a ranker trained there)
 #   tests-harness GPU tests of the C harness and the profile tier
 #   measure-pt    the dataset's PyTorch problems (families pt_*), 7 minutes at most (RUNNERS=N: runners per GPU)
 #   remeasure-pt  the PyTorch problems measured before, again (a new run), 7 minutes at most
@@ -82,7 +83,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
         bash "$0" remeasure
     done ;;
   tests-torch)
-    timeout "${TEST_LIMIT:-560}" python -m pytest -v -m gpu tests/gpu/test_gpu_torch_fast.py tests/gpu/test_gpu_pytorch_fast.py \
+    timeout "${TEST_LIMIT:-560}" python -m pytest -v -m gpu tests/gpu/test_gpu_torch_fast.py tests/gpu/test_gpu_pytorch_fast.py tests/gpu/test_gpu_reward.py \
       -p no:cacheprovider --durations=0 > "$OUT/gpu_tests_torch.log" 2>&1
     echo "rc=$?" >> "$OUT/gpu_tests_torch.log"; tail -3 "$OUT/gpu_tests_torch.log" ;;
   tests-harness)

@@ -10,7 +10,8 @@ side's time alone. Runs are named by their file stem.
 With ``--pooled``, the stores are repeated runs of one sample given in the order they ran, alternating between
 two sides (a1 b1 a2 b2 ...): for k = 1 .. n/2 runs per side, each side's time is pooled over k of its runs (the
 fastest window, or the fastest sample, over all of them) and the two sides' speedups compared, averaged over
-every choice of k pairs. Does timing a candidate again minutes later bring two measurements closer?
+every choice of k pairs; beside them, each side's speedup as the dataset combines runs (the geometric mean of
+the runs' own speedups). Does timing a candidate again minutes later bring two measurements closer?
 
     python benchmarks/reproducibility_stat.py --pooled --out pooled.json A1 B1 A2 B2 ...
 
@@ -80,10 +81,15 @@ def pooled(runs: list[dict], min_common: int) -> list[dict]:
                         f"candidate_{stat}": med_abs_log(list(zip(ca, cb)))}
                 for key, v in vals.items():
                     sums[key] = sums.get(key, 0.0) + v
+            # as the dataset combines runs (candidate_summary): the geometric mean of each run's own speedup
+            geo = [[math.exp(statistics.fmean(math.log(side[i][c]["speedup"]) for i in pick)) for c in common]
+                   for side in (a_runs, b_runs)]
+            sums["speedup_geomean"] = sums.get("speedup_geomean", 0.0) + med_abs_log(list(zip(*geo)))
         row.update({key: v / row["choices"] for key, v in sums.items()})
         out.append(row)
         print(f"{k} run(s) per side ({row['choices']} choices, {len(common)} candidates): speedup "
-              f"{row['speedup_best_window']:.3f} (fastest window) {row['speedup_min']:.3f} (fastest sample); "
+              f"{row['speedup_best_window']:.3f} (fastest window) {row['speedup_min']:.3f} (fastest sample) "
+              f"{row['speedup_geomean']:.3f} (geometric mean of the runs' speedups, as the dataset pools); "
               f"baseline {row['baseline_best_window']:.3f}, candidate {row['candidate_best_window']:.3f}")
     return out
 

@@ -869,25 +869,26 @@ def ranker_eval(
                          default=lambda v: None if isinstance(v, float) and math.isnan(v) else v))
         return
     table = Table(title=f"ranker evaluation (dataset {ds.version()}, seed {seed})")
-    for col in ("split", "model", "tasks", "pairwise", "95% CI", "ordered", "tau", "top-1"):
+    for col in ("split", "model", "train tasks", "test tasks", "pairwise", "95% CI", "ordered", "tau", "top-1"):
         table.add_column(col, no_wrap=True)
     fmt = lambda v: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
     notes = []
     for s, r in res.items():
         if "models" not in r:
-            table.add_row(s, "-", "0", "-", "-", "-", "-", "-")
+            table.add_row(s, "-", str(r.get("n_train_tasks", 0)), "0", "-", "-", "-", "-", "-")
             notes.append(f"{s} split: {r.get('error', '')}")
             continue
         for m, v in r["models"].items():
             if "error" in v:
-                table.add_row(s, m, "0", "-", "-", "-", "-", "-")
+                table.add_row(s, m, "-", "0", "-", "-", "-", "-", "-")
                 notes.append(f"{s} split, {m}: {v['error']}")
                 continue
             lo, hi = v.get("pairwise_accuracy_ci95", (math.nan, math.nan))
-            table.add_row(s, m, str(v["n_tasks"]), fmt(v["pairwise_accuracy"]),
+            table.add_row(s, m, str(v.get("n_train_tasks", r["n_train_tasks"])), str(v["n_tasks"]),
+                          fmt(v["pairwise_accuracy"]),
                           "-" if math.isnan(lo) else f"{lo:.2f}-{hi:.2f}", fmt(v["ordered_accuracy"]),
                           fmt(v["kendall_tau"]), fmt(v["top1_hit_rate"]))
-    (console if console.width >= 100 else Console(width=100)).print(table)  # eight columns: keep them whole
+    (console if console.width >= 120 else Console(width=120)).print(table)  # nine columns: keep them whole
     for n in notes:
         err.print(f"[yellow]{escape(n)}[/]")
 

@@ -13,6 +13,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks/reproducibility_stat.
 
 def _store(path: Path, base_windows: list[float], base_min: float, cand_windows: list[float], cand_min: float):
     row = {"task_id": "t", "candidate_id": "c", "status": "scored", "correct": True,
+           "speedup": min(base_windows) / min(cand_windows),  # as the harness computes it: fastest windows
            "baseline_timing": {"median_ms": sorted(base_windows)[len(base_windows) // 2], "min_ms": base_min,
                                "windows_ms": base_windows},
            "candidate_timing": {"median_ms": sorted(cand_windows)[len(cand_windows) // 2], "min_ms": cand_min,
@@ -38,6 +39,9 @@ def test_pooled_runs_take_each_sides_fastest_over_its_runs(tmp_path):
     assert two["choices"] == 1 and two["speedup_best_window"] == pytest.approx(0.0)
     assert two["baseline_best_window"] == pytest.approx(0.0) and two["candidate_min"] == pytest.approx(math.log(1 / 0.9))
     assert two["speedup_min"] == pytest.approx(0.0)  # 9 / 0.9 against 10 / 1
+    # as the dataset combines runs: geometric means of the runs' speedups, sqrt(10 * 8) against sqrt(20 * 10)
+    assert one["speedup_geomean"] == pytest.approx(one["speedup_best_window"])
+    assert two["speedup_geomean"] == pytest.approx(0.5 * math.log(200 / 80))
 
 
 def test_pooled_needs_candidates_in_common(tmp_path):
