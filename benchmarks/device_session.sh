@@ -29,6 +29,8 @@
 #                 PROFILE_MINUTES (default 8); carry .device/features_profile.parquet to go on from a previous call
 #   repro-pool    repro-c as runs ...-pool-a1 b1 a2 b2 (PARTS), alternating, about 7 minutes: does pooling a
 #                 side's runs minutes apart (benchmarks/reproducibility_stat.py --pooled) bring the sides closer?
+#                 The whole 10 % sample takes about 3.6 minutes a run on two GPUs: PARTS="a1 b1"
+#                 REPRO_MINUTES=3.6 in one call, then PARTS="a2 b2" with the same STAMP in the next
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
 # Then, on the CPU machine: `cudaperf dataset ingest $OUT/STORE.jsonl --run-id RUN` for each store.
 set -u
@@ -78,7 +80,8 @@ case "$step" in
     c_families=$(python -c 'from cudaperf.dataset.build import torch_family_names as t
 from cudaperf.dataset.families import all_families as a; print(",".join(sorted(set(a()) - set(t()))))')
     for part in ${PARTS:-a b}; do
-      RUN=$stamp-repro-c${RUN_TAG:+-$RUN_TAG}-$part MINUTES=${REPRO_MINUTES:-2} LIMIT=240 \
+      RUN=$stamp-repro-c${RUN_TAG:+-$RUN_TAG}-$part MINUTES=${REPRO_MINUTES:-2} \
+        LIMIT=$(python -c "print(max(240, int(${REPRO_MINUTES:-2} * 60 + 90)))") \
         EXTRA="--families $c_families${EXCL:+ --exclusive-timing}${REPRO_EXTRA:+ $REPRO_EXTRA}" \
         bash "$0" remeasure
     done ;;
