@@ -231,7 +231,8 @@ def test_paper_plus_profile_tier_reads_stored_counters(tmp_path):
     assert res["n_test_tasks"] == 2  # elementwise_map_001 and _002; only _001 has counters
     assert m["mlp_paper_profile"]["n_tasks"] == 1 and m["mlp_paper_on_paper_profile_tasks"]["n_tasks"] == 1
     assert m["mlp_paper_trained_on_paper_profile_tasks"]["n_tasks"] == 1  # trained on _000 alone, as the tier is
-    assert m["mlp_paper_trained_on_paper_profile_tasks"]["n_train_tasks"] == 1 == m["mlp_paper_profile"]["n_train_tasks"]
+    assert m["mlp_paper_trained_on_paper_profile_tasks"]["n_train_tasks"] == 1
+    assert m["mlp_paper_profile"]["n_train_tasks"] == 1
     assert m["mlp_paper_on_paper_profile_tasks"]["n_train_tasks"] == res["n_train_tasks"]
     assert 0.0 <= m["mlp_paper_profile"]["pairwise_accuracy"] <= 1.0
     r = train_ranker(ds, tier="paper+profile", settings=RankerSettings(epochs=5),

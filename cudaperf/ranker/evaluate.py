@@ -167,19 +167,21 @@ def evaluate_split(ds, split: str, settings=None, log: Callable[[str], None] | N
                                          f"{len(by_task(tr))} training and {len(by_task(te))} held-out tasks "
                                          "have them all (run `cudaperf dataset features --tier profile` on a GPU)"}
                 continue
-            n_train = {"n_train_tasks": len(by_task(tr))}
             models[f"mlp_paper_on_{name[4:]}_tasks"] = metrics(
                 te, {i.candidate_id: float(s) for i, s in
-                     zip(te, ranker.score_many([feats[i.candidate_id] for i in te]))}) | {"n_train_tasks": len(by_task(train_items))}
+                     zip(te, ranker.score_many([feats[i.candidate_id] for i in te]))}) | {
+                "n_train_tasks": len(by_task(train_items))}
             # what the tier adds, apart from the smaller training set: the paper tier trained on the same tasks
             same = train_ranker(ds, split=split, settings=settings, features=feats, items=tr)
             models[f"mlp_paper_trained_on_{name[4:]}_tasks"] = metrics(
                 te, {i.candidate_id: float(s) for i, s in
-                     zip(te, same.score_many([feats[i.candidate_id] for i in te]))}) | n_train
+                     zip(te, same.score_many([feats[i.candidate_id] for i in te]))}) | {
+                "n_train_tasks": len(by_task(tr))}
         tf = feature_table(ds, [i.candidate_id for i in tr + te], tier)
         rt = train_ranker(ds, split=split, tier=tier, settings=settings, features=tf, items=tr)
         st = rt.score_many([tf[i.candidate_id] for i in te])
-        models[name] = metrics(te, {i.candidate_id: float(x) for i, x in zip(te, st)}) | {"n_train_tasks": len(by_task(tr))}
+        models[name] = metrics(te, {i.candidate_id: float(x) for i, x in zip(te, st)}) | {
+            "n_train_tasks": len(by_task(tr))}
     out["models"] = models
     out["linear_weights"] = dict(zip(norm.names, map(float, w)))
     out["ranker"] = ranker.meta
