@@ -10,10 +10,16 @@ side's time alone. Runs are named by their file stem.
 With ``--pooled``, the stores are repeated runs of one sample given in the order they ran, alternating between
 two sides (a1 b1 a2 b2 ...): for k = 1 .. n/2 runs per side, each side's time is pooled over k of its runs (the
 fastest window, or the fastest sample, over all of them) and the two sides' speedups compared, averaged over
-every choice of k pairs; beside them, each side's speedup as the dataset combines runs (the geometric mean of
-the runs' own speedups). Does timing a candidate again minutes later bring two measurements closer?
+every choice of k pairs; beside them, each side's speedup as the geometric mean of the runs' own speedups (how
+the dataset combined runs before session 10; it now pools by the fastest window). Does timing a candidate again
+minutes later bring two measurements closer?
 
     python benchmarks/reproducibility_stat.py --pooled --out pooled.json A1 B1 A2 B2 ...
+
+With ``--versus``, the stores given first are one side and those after ``--versus`` the other (two leases, say),
+each pooled over all its runs by the fastest window and by the fastest sample:
+
+    python benchmarks/reproducibility_stat.py --out cross.json A1 A2 A3 --versus B1 B2
 
 CPU only; reads the timing samples the stores already hold.
 """
@@ -81,7 +87,7 @@ def pooled(runs: list[dict], min_common: int) -> list[dict]:
                         f"candidate_{stat}": med_abs_log(list(zip(ca, cb)))}
                 for key, v in vals.items():
                     sums[key] = sums.get(key, 0.0) + v
-            # as the dataset combines runs (candidate_summary): the geometric mean of each run's own speedup
+            # as the dataset combined runs before session 10: the geometric mean of each run's own speedup
             geo = [[math.exp(statistics.fmean(math.log(side[i][c]["speedup"]) for i in pick)) for c in common]
                    for side in (a_runs, b_runs)]
             sums["speedup_geomean"] = sums.get("speedup_geomean", 0.0) + med_abs_log(list(zip(*geo)))
@@ -89,9 +95,31 @@ def pooled(runs: list[dict], min_common: int) -> list[dict]:
         out.append(row)
         print(f"{k} run(s) per side ({row['choices']} choices, {len(common)} candidates): speedup "
               f"{row['speedup_best_window']:.3f} (fastest window) {row['speedup_min']:.3f} (fastest sample) "
-              f"{row['speedup_geomean']:.3f} (geometric mean of the runs' speedups, as the dataset pools); "
+              f"{row['speedup_geomean']:.3f} (geometric mean of the runs' speedups); "
               f"baseline {row['baseline_best_window']:.3f}, candidate {row['candidate_best_window']:.3f}")
     return out
+
+
+def versus(a_runs: list[dict], b_runs: list[dict], min_common: int) -> dict | None:
+    """Side a pooled over all of ``a_runs`` against side b pooled over all of ``b_runs``, on their common
+    candidates: the median |log ratio| of the speedups and of each side's time, and the signed median of each
+    side's time (b against a), for the fastest window and the fastest sample."""
+    common = sorted(set.intersection(*(set(r) for r in a_runs + b_runs)))
+    if len(common) < min_common:
+        return None
+    row: dict = {"runs_a": len(a_runs), "runs_b": len(b_runs), "candidates": len(common)}
+    for stat in ("best_window", "min"):
+        (ba, ca), (bb, cb) = ([[min(fastest(r[c][f"{side}_timing"], stat) for r in runs) for c in common]
+                               for side in ("baseline", "candidate")] for runs in (a_runs, b_runs))
+        row[f"speedup_{stat}"] = med_abs_log([(x / y, u / v) for x, y, u, v in zip(ba, ca, bb, cb)])
+        for side, xa, xb in (("baseline", ba, bb), ("candidate", ca, cb)):
+            row[f"{side}_{stat}"] = med_abs_log(list(zip(xa, xb)))
+            row[f"{side}_{stat}_signed"] = statistics.median(math.log(y / x) for x, y in zip(xa, xb))
+    print(f"{len(a_runs)} run(s) against {len(b_runs)} ({len(common)} candidates): speedup "
+          f"{row['speedup_best_window']:.3f} (fastest window) {row['speedup_min']:.3f} (fastest sample); baseline "
+          f"{row['baseline_best_window']:.3f} ({row['baseline_best_window_signed']:+.3f}), candidate "
+          f"{row['candidate_best_window']:.3f} ({row['candidate_best_window_signed']:+.3f})")
+    return row
 
 
 def main() -> None:
@@ -101,7 +129,17 @@ def main() -> None:
     ap.add_argument("--min-common", type=int, default=5)
     ap.add_argument("--pooled", action="store_true",
                     help="the stores alternate between two sides, in the order they ran: pool k runs per side")
+    ap.add_argument("--versus", nargs="+", type=Path, default=None,
+                    help="the other side's stores: the stores given first, pooled, against these, pooled")
     args = ap.parse_args()
+
+    if args.versus:
+        row = versus([load(p) for p in args.stores], [load(p) for p in args.versus], args.min_common)
+        if row is None:
+            ap.error(f"the stores have fewer than {args.min_common} correct candidates in common")
+        args.out.write_text(json.dumps({"stores": [str(p) for p in args.stores],
+                                        "versus": [str(p) for p in args.versus], **row}, indent=1))
+        return
 
     if args.pooled:
         if len(args.stores) < 2:

@@ -348,6 +348,62 @@ def test_measurements_keep_the_cpu_model(small):
     assert Dataset.load(small.root).measurements[0]["cpu"] == "Intel(R) Xeon(R) Processor x32"
 
 
+def _windowed_row(c, run, base_ms, cand_ms, at=None):
+    """A row of the current method: both sides timed in several windows, the run's speedup from its fastest."""
+    return {**_row(c, run, True, base_ms / cand_ms), "measured_at": at or run, "baseline_best_window_ms": base_ms,
+            "candidate_best_window_ms": cand_ms}
+
+
+def test_runs_timed_in_windows_pool_each_sides_fastest_window(small):
+    from cudaperf.dataset.measure import candidate_summary, pooled_speedup
+
+    a, b, c, d = small.candidates[:4]
+    small.measurements = [
+        # a: three windowed runs; each side's fastest window may come from a different run
+        _windowed_row(a, "r1", 30.0, 2.0), _windowed_row(a, "r2", 20.0, 4.0), _windowed_row(a, "r3", 25.0, 1.6),
+        # b: an earlier single-window run (no best-window times) and a windowed one: the windowed one alone counts
+        _row(b, "r0", True, 9.0), _windowed_row(b, "r1", 12.0, 4.0),
+        # c: single-window runs only: the geometric mean, as before
+        _row(c, "r0", True, 2.0), _row(c, "r1", True, 8.0),
+        # d: wrong in one run: not valid, whatever its other runs say
+        _windowed_row(d, "r1", 10.0, 1.0), _row(d, "r2", False, 1.0),
+    ]
+    cs = candidate_summary(small)
+    assert cs[a["candidate_id"]]["speedup"] == pytest.approx(20.0 / 1.6)  # not the mean of 15, 5 and 15.6
+    assert cs[a["candidate_id"]]["pooled_runs"] == 3
+    assert cs[b["candidate_id"]]["speedup"] == pytest.approx(3.0) and cs[b["candidate_id"]]["pooled_runs"] == 1
+    assert cs[b["candidate_id"]]["runs"] == 2
+    assert cs[c["candidate_id"]]["speedup"] == pytest.approx(4.0) and cs[c["candidate_id"]]["pooled_runs"] == 0
+    assert not cs[d["candidate_id"]]["valid"] and math.isnan(cs[d["candidate_id"]]["speedup"])
+    with pytest.raises(ValueError, match="several windows"):
+        pooled_speedup([_row(c, "r0", True, 2.0)])
+
+
+def test_pooled_reproducibility_alternates_the_latest_runs_between_two_sides(small):
+    from cudaperf.dataset.measure import reproducibility_pooled
+
+    a, b, c = small.candidates[:3]
+    times = ["2026-11-30T04:0%d" % i for i in range(7)]
+    # a: 7 windowed runs, stored out of order; the oldest (a 100 ms baseline) is not among the latest 6.
+    # Sides by time: runs 1, 3, 5 (baselines 30, 24, 20; candidates 2, 3, 2.5) against 2, 4, 6 (baselines 22, 26,
+    # 21; candidates 2.4, 2.2, 1.75).
+    base = [100.0, 30.0, 22.0, 24.0, 26.0, 20.0, 21.0]
+    cand = [1.0, 2.0, 2.4, 3.0, 2.2, 2.5, 1.75]
+    rows = [_windowed_row(a, f"r{i}", base[i], cand[i], times[i]) for i in range(7)]
+    rows = rows[3:] + rows[:3]
+    # b: 6 runs, one of them wrong: 5 correct runs are too few; c: 5 runs: too few
+    rows += [_windowed_row(b, f"r{i}", 10.0, 1.0, times[i]) for i in range(5)] + [_row(b, "r5", False, 1.0)]
+    rows += [_windowed_row(c, f"r{i}", 10.0, 1.0, times[i]) for i in range(5)]
+    small.measurements = rows
+    r = reproducibility_pooled(small)
+    assert r["candidates"] == 1 and r["runs_per_side"] == 3
+    assert r["speedup_median_abs_log_ratio"] == pytest.approx(abs(math.log((20.0 / 2.0) / (21.0 / 1.75))))
+    assert r["baseline_median_abs_log_ratio"] == pytest.approx(abs(math.log(20.0 / 21.0)))
+    assert r["candidate_median_abs_log_ratio"] == pytest.approx(abs(math.log(2.0 / 1.75)))
+    assert reproducibility_pooled(small, runs_per_side=4) == {"runs_per_side": 4, "candidates": 0}
+    assert reproducibility_pooled(small, runs_per_side=2)["candidates"] == 3
+
+
 def test_a_superseded_run_stops_counting_and_can_count_again(small, tmp_path):
     from typer.testing import CliRunner
 

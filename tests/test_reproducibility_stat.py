@@ -39,7 +39,8 @@ def test_pooled_runs_take_each_sides_fastest_over_its_runs(tmp_path):
     assert two["choices"] == 1 and two["speedup_best_window"] == pytest.approx(0.0)
     assert two["baseline_best_window"] == pytest.approx(0.0) and two["candidate_min"] == pytest.approx(math.log(1 / 0.9))
     assert two["speedup_min"] == pytest.approx(0.0)  # 9 / 0.9 against 10 / 1
-    # as the dataset combines runs: geometric means of the runs' speedups, sqrt(10 * 8) against sqrt(20 * 10)
+    # as the dataset combined runs before session 10: geometric means of the runs' speedups, sqrt(10 * 8) against
+    # sqrt(20 * 10)
     assert one["speedup_geomean"] == pytest.approx(one["speedup_best_window"])
     assert two["speedup_geomean"] == pytest.approx(0.5 * math.log(200 / 80))
 
@@ -51,3 +52,19 @@ def test_pooled_needs_candidates_in_common(tmp_path):
     r = subprocess.run([sys.executable, str(SCRIPT), "--pooled", "--min-common", "1", "--out",
                         str(tmp_path / "o.json"), str(a), str(b)], capture_output=True, text=True)
     assert r.returncode != 0 and "in common" in r.stderr
+
+
+def test_versus_pools_each_sides_stores_whole(tmp_path):
+    a = [_store(tmp_path / "a1.jsonl", [10.0, 12.0], 9.0, [1.0], 0.9),
+         _store(tmp_path / "a2.jsonl", [16.0], 15.0, [0.8], 0.75)]
+    b = [_store(tmp_path / "b1.jsonl", [20.0], 18.0, [1.0], 1.0)]
+    out = tmp_path / "cross.json"
+    subprocess.run([sys.executable, str(SCRIPT), "--min-common", "1", "--out", str(out), *map(str, a),
+                    "--versus", *map(str, b)], check=True, capture_output=True, text=True)
+    row = json.loads(out.read_text())
+    assert row["runs_a"] == 2 and row["runs_b"] == 1 and row["candidates"] == 1
+    # a: min(10, 16) / min(1, 0.8) = 12.5; b: 20 / 1
+    assert row["speedup_best_window"] == pytest.approx(math.log(20 / 12.5))
+    assert row["baseline_best_window_signed"] == pytest.approx(math.log(20 / 10))
+    assert row["candidate_best_window_signed"] == pytest.approx(math.log(1 / 0.8))
+    assert row["speedup_min"] == pytest.approx(math.log((18 / 1.0) / (9 / 0.75)))

@@ -234,9 +234,27 @@ def supersede(ds: Dataset, run_id: str, why: str | None) -> int:
     return n
 
 
+def _windowed(m: dict[str, Any]) -> bool:
+    """Was this row timed in several windows, both sides (``speedup_estimator="best_window"``)?"""
+    return bool(m.get("baseline_best_window_ms")) and bool(m.get("candidate_best_window_ms"))
+
+
+def pooled_speedup(rows: Sequence[dict[str, Any]]) -> float:
+    """One speedup from several runs of a candidate: the baseline's fastest window over the runs against the
+    candidate's fastest window over the runs. The H200 machines' host is slow for minutes at a time, and only
+    ever slower, so each side's fastest window over runs minutes apart comes closest to its unloaded time: three
+    runs a side reproduced the 10 % sample to 0.038 median |log ratio|, where the geometric mean of the same
+    runs' speedups gave 0.063 (docs/BENCHMARKS.md, session 10)."""
+    if not rows or not all(_windowed(m) for m in rows):
+        raise ValueError("pooled_speedup needs rows timed in several windows (both best-window times set)")
+    return min(m["baseline_best_window_ms"] for m in rows) / min(m["candidate_best_window_ms"] for m in rows)
+
+
 def candidate_summary(ds: Dataset) -> dict[str, dict[str, Any]]:
     """Per candidate over its scored measurements (superseded runs left out): valid (correct in every scored
-    run), speedup (geometric mean over the runs), runs."""
+    run), speedup, runs. The speedup pools the runs that timed in several windows (:func:`pooled_speedup`);
+    a candidate with none, measured by the earlier single-window method only, gets the geometric mean of its
+    runs' speedups. ``pooled_runs`` says how many runs the speedup pools (0: the geometric mean)."""
     per: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for m in live_measurements(ds):
         if m["status"] == "scored":
@@ -245,8 +263,13 @@ def candidate_summary(ds: Dataset) -> dict[str, dict[str, Any]]:
     for c in ds.candidates:
         ms = per.get(c["candidate_id"], [])
         valid = bool(ms) and all(m["correct"] for m in ms)
-        sp = _gmean([m["speedup"] for m in ms if m["correct"] and m["speedup"]]) if valid else math.nan
+        windowed = [m for m in ms if _windowed(m)] if valid else []
+        if windowed:
+            sp = pooled_speedup(windowed)
+        else:
+            sp = _gmean([m["speedup"] for m in ms if m["correct"] and m["speedup"]]) if valid else math.nan
         out[c["candidate_id"]] = {"measured": bool(ms), "valid": valid, "speedup": sp, "runs": len(ms),
+                                  "pooled_runs": len(windowed),
                                   "failure_kinds": sorted({m["failure_kind"] for m in ms if m["failure_kind"]})}
     return out
 
@@ -365,6 +388,33 @@ def reproducibility_of_method(ds: Dataset, pairs: list[dict[str, Any]], timing_m
             "speedup_median_abs_log_ratio": statistics.median(p["speedup_median_abs_log_ratio"] for p in same)}
 
 
+def reproducibility_pooled(ds: Dataset, runs_per_side: int = 3) -> dict[str, Any]:
+    """How well a label pooled over ``runs_per_side`` runs (:func:`pooled_speedup`) repeats: over candidates
+    correct in at least twice that many runs timed in several windows, their latest 2k runs in the order they
+    ran, alternating between two sides (1st, 3rd, 5th against 2nd, 4th, 6th), each side pooled; the median
+    |log ratio| of the two sides' speedups, and of each side's time alone."""
+    k = runs_per_side
+    per: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for m in live_measurements(ds):
+        if m["status"] == "scored" and m["correct"] and _windowed(m):
+            per[m["candidate_id"]].append(m)
+    sp, base, cand = [], [], []
+    for rows in per.values():
+        if len(rows) < 2 * k:
+            continue
+        latest = sorted(rows, key=lambda m: str(m["measured_at"] or ""))[-2 * k:]
+        a, b = latest[0::2], latest[1::2]
+        sp.append(abs(math.log(pooled_speedup(a) / pooled_speedup(b))))
+        for side, out in (("baseline", base), ("candidate", cand)):
+            key = f"{side}_best_window_ms"
+            out.append(abs(math.log(min(m[key] for m in a) / min(m[key] for m in b))))
+    if not sp:
+        return {"runs_per_side": k, "candidates": 0}
+    return {"runs_per_side": k, "candidates": len(sp), "speedup_median_abs_log_ratio": statistics.median(sp),
+            "baseline_median_abs_log_ratio": statistics.median(base),
+            "candidate_median_abs_log_ratio": statistics.median(cand)}
+
+
 def stats(ds: Dataset) -> dict[str, Any]:
     cs = candidate_summary(ds)
     verdict = task_filter(ds, cs)
@@ -413,6 +463,7 @@ def stats(ds: Dataset) -> dict[str, Any]:
         "reproducibility": reproducibility(ds),
         "reproducibility_by_run_pair": (pairs := reproducibility_by_run_pair(ds)),
         "reproducibility_measure_default": reproducibility_of_method(ds, pairs, MEASURE_SETTINGS.timing_method),
+        "reproducibility_pooled": reproducibility_pooled(ds),
         "families": fam_rows,
         "runs": run_summaries(ds),
     }
