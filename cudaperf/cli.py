@@ -461,8 +461,9 @@ def dataset_measure(
     dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
     families: Optional[str] = typer.Option(None, "--families", help="Only these families (comma-separated)."),
     remeasure: bool = typer.Option(False, "--remeasure", help="Measure candidates that already have a scored "
-                                   "measurement again (a new run; the old rows stay). A candidate's label pools its runs "
-                                   "(each side's fastest window over them): three runs repeat to within 5 % on the H200 machines."),
+                                   "measurement again (a new run; the old rows stay). A candidate's label pools "
+                                   "its runs (each side's fastest window over them): three runs repeat to within "
+                                   "5 % on the H200 machines."),
     sample: Optional[float] = typer.Option(None, "--sample", help="Measure this fraction of the tasks (all their "
                                            "candidates), drawn with --seed; with --remeasure, a reproducibility "
                                            "check."),
