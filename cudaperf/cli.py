@@ -740,8 +740,8 @@ def dataset_stats(
                   f"{s['n_kept_tasks']} tasks pass the filter; dropped: {s['dropped_tasks'] or 'none'}")
     rep = s["reproducibility"]
     if rep.get("pairs"):
-        console.print(f"re-measured {rep['pairs']} candidates: median |log speedup ratio| "
-                      f"{rep['median_abs_log_ratio']:.3f}")
+        console.print(f"re-measured {rep['pairs']} candidates, their first two runs (any method): median |log "
+                      f"speedup ratio| {rep['median_abs_log_ratio']:.3f}")
     cur = s["reproducibility_measure_default"]
     if cur.get("run_pairs"):
         console.print(f"runs with the current measurement method: {cur['run_pairs']} pairs, median |log speedup "
