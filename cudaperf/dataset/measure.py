@@ -241,10 +241,10 @@ def _windowed(m: dict[str, Any]) -> bool:
 
 def pooled_speedup(rows: Sequence[dict[str, Any]]) -> float:
     """One speedup from several runs of a candidate: the baseline's fastest window over the runs against the
-    candidate's fastest window over the runs. The H200 machines' host is slow for minutes at a time, and only
-    ever slower, so each side's fastest window over runs minutes apart comes closest to its unloaded time: three
-    runs a side reproduced the 10 % sample to 0.038 median |log ratio|, where the geometric mean of the same
-    runs' speedups gave 0.063 (docs/BENCHMARKS.md, session 10)."""
+    candidate's fastest window over the runs. The H200 machines' host is slow for minutes at a time, and that
+    noise only adds time, so each side's fastest window over runs minutes apart comes closest to its unloaded
+    time: three runs a side reproduced the 10 % sample to 0.038 median |log ratio|, where the geometric mean of
+    the same runs' speedups gave 0.063 (docs/BENCHMARKS.md, session 10)."""
     if not rows or not all(_windowed(m) for m in rows):
         raise ValueError("pooled_speedup needs rows timed in several windows (both best-window times set)")
     return min(m["baseline_best_window_ms"] for m in rows) / min(m["candidate_best_window_ms"] for m in rows)
