@@ -31,6 +31,9 @@
 #                 side's runs minutes apart (benchmarks/reproducibility_stat.py --pooled) bring the sides closer?
 #                 The whole 10 % sample takes about 3.6 minutes a run on two GPUs: PARTS="a1 b1"
 #                 REPRO_MINUTES=3.6 in one call, then PARTS="a2 b2" with the same STAMP in the next
+#   burst-ab      the 10 % C sample four times, alternating plain (runs ...-burst-a1, a2) and --burst-preparation
+#                 (...-burst-b1, b2), REPRO_MINUTES each (default 1.8): rates side by side in the logs, and
+#                 benchmarks/reproducibility_stat.py --pooled over a1 b1 a2 b2 for whether the speedups agree
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
 # Then, on the CPU machine: `cudaperf dataset ingest $OUT/STORE.jsonl --run-id RUN` for each store.
 set -u
@@ -76,6 +79,11 @@ case "$step" in
     # Runs a1 b1 a2 b2 (PARTS) of the 10 % C sample, alternating, each cut at REPRO_MINUTES (default 1.5); then
     # on the CPU: benchmarks/reproducibility_stat.py --pooled over the stores, in the order they ran.
     PARTS=${PARTS:-a1 b1 a2 b2} RUN_TAG=${RUN_TAG:-pool} REPRO_MINUTES=${REPRO_MINUTES:-1.5} bash "$0" repro-c ;;
+  burst-ab)
+    for part in ${PARTS:-a1 b1 a2 b2}; do
+      case "$part" in b*) extra="--burst-preparation" ;; *) extra="" ;; esac
+      PARTS=$part RUN_TAG=burst REPRO_MINUTES=${REPRO_MINUTES:-1.8} REPRO_EXTRA="$extra" bash "$0" repro-c
+    done ;;
   repro-c)
     c_families=$(python -c 'from cudaperf.dataset.build import torch_family_names as t
 from cudaperf.dataset.families import all_families as a; print(",".join(sorted(set(a()) - set(t()))))')

@@ -90,6 +90,135 @@ def test_timing_and_background_host_work_never_overlap():
     assert not overlaps and host.state() == (0, 0, 0)
 
 
+def test_an_urgent_period_lets_background_work_past_waiting_timing_windows():
+    """Timing's priority starves background work while any window waits; in an urgent period background work
+    starts once no window is open, new windows wait for the period to end, and a window nested in its owner's
+    open one goes on. The two classes never overlap."""
+    import threading
+    import time
+
+    from cudaperf.harness.quiet import HostActivity
+
+    def started(fn, *args):
+        ev = threading.Event()
+        release = threading.Event()
+
+        def run():
+            with fn(*args):
+                ev.set()
+                release.wait(10)
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        return t, ev, release
+
+    def settle():
+        time.sleep(0.1)  # let the other threads reach their waits
+
+    for urgent in (False, True):
+        host = HostActivity()
+        rounds, rounds_in, rounds_out = started(host.timing, 0)  # GPU 0's rounds: one window held for long
+        assert rounds_in.wait(5)
+        if urgent:
+            host.begin_urgent()
+        other, other_in, other_out = started(host.timing, 1)  # GPU 1 wants a new window
+        prep, prep_in, prep_out = started(host.background)  # the next task's preparation
+        settle()
+        assert not prep_in.is_set()  # never beside an open window
+        assert other_in.is_set() != urgent  # a new window waits for an urgent period only
+        nested, nested_in, nested_out = started(host.timing, 0)  # a window inside GPU 0's rounds
+        assert nested_in.wait(5)
+        nested_out.set()
+        nested.join(5)
+        if urgent:
+            with host.try_background() as free:
+                assert not free  # GPU 0's window is still open
+        rounds_out.set()
+        rounds.join(5)
+        if urgent:
+            assert prep_in.wait(5)  # GPU 1 still waits, but the preparation goes first
+            settle()
+            assert not other_in.is_set()
+            prep_out.set()
+            prep.join(5)
+            settle()
+            assert not other_in.is_set()  # the period is not over
+            with host.try_background() as free:
+                assert free  # no window open: background may start, though one waits
+            host.end_urgent()
+            assert other_in.wait(5)
+            other_out.set()
+        else:
+            settle()
+            assert not prep_in.is_set()  # GPU 1's window keeps the preparation out: starved
+            other_out.set()
+            other.join(5)
+            assert prep_in.wait(5)
+            prep_out.set()
+        for t in (other, prep):
+            t.join(5)
+            assert not t.is_alive()
+        assert host.state() == (0, 0, 0) and host.urgent_periods() == 0
+    with pytest.raises(RuntimeError, match="without begin_urgent"):
+        HostActivity().end_urgent()
+
+
+def test_urgent_periods_keep_timing_and_background_apart_under_load():
+    """Windows of two owners (some nested), background steps and urgent periods at random: no overlap, and
+    every thread finishes."""
+    import random
+    import threading
+    import time
+
+    from cudaperf.harness.quiet import HostActivity
+
+    host = HostActivity()
+    active = {"timing": 0, "background": 0}
+    overlaps = []
+    lock = threading.Lock()
+
+    def note(kind, d):
+        with lock:
+            active[kind] += d
+            if active["timing"] and active["background"]:
+                overlaps.append(dict(active))
+
+    def timing_worker(owner, rng):
+        for _ in range(15):
+            with host.timing(owner):
+                note("timing", 1)
+                if rng.random() < 0.5:
+                    with host.timing(owner):  # a window inside the owner's rounds
+                        time.sleep(0.002)
+                time.sleep(rng.random() * 0.004)
+                note("timing", -1)
+
+    def background_worker(rng):
+        for _ in range(15):
+            with host.background():
+                note("background", 1)
+                time.sleep(rng.random() * 0.003)
+                note("background", -1)
+
+    def urgent_toggler(rng):
+        for _ in range(10):
+            with host.urgent():
+                time.sleep(rng.random() * 0.01)
+            time.sleep(rng.random() * 0.01)
+
+    rng = random.Random(7)
+    threads = ([threading.Thread(target=timing_worker, args=(o, random.Random(rng.random()))) for o in (0, 1, 0, 1)]
+               + [threading.Thread(target=background_worker, args=(random.Random(rng.random()),)) for _ in range(3)]
+               + [threading.Thread(target=urgent_toggler, args=(random.Random(rng.random()),))])
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    assert not overlaps and host.state() == (0, 0, 0) and host.urgent_periods() == 0
+    assert host.urgent_started == 10
+
+
 def test_exclusive_timing_keeps_owners_apart_and_lets_one_owner_nest():
     """Exclusive mode: timed windows of different owners (GPU workers) never overlap; one owner's windows nest
     across threads (a task's rounds); a background slot held across threads keeps every window out; off, the
@@ -283,6 +412,38 @@ def test_grouped_task_paths_report_every_candidate_once(tmp_path, mode):
     assert sorted(r.candidate_id for r in s.results) == sorted(j.candidate_id for j in jobs)
     assert all(r.status == "unscored" and "no usable GPU" in r.failure.message for r in s.results)
     assert all("tests_s" in r.durations_s for r in s.results)
+
+
+@pytest.mark.parametrize("burst", [False, True])
+def test_burst_preparation_refills_the_queue_and_ends_every_period(tmp_path, burst):
+    """Six tasks on two GPU workers, two prepared at a time: with ``burst_preparation`` each refill is an urgent
+    period; the batch ends (the producers see that nothing is left to prepare, even between bursts), every job
+    comes back once (here unscored: no GPU), and every period and slot is given back. A deadlock fails the join."""
+    import threading
+
+    from cudaperf.harness.executor import Job, run_batch
+    from cudaperf.harness.quiet import HOST
+    from cudaperf.harness.settings import HarnessSettings
+    from cudaperf.tasks import builtin_candidates, find_task, load_builtin_tasks
+
+    ids = ["saxpy", "dot", "heat1d", "histogram", "transpose", "sum_reduce"]
+    tasks = [find_task(load_builtin_tasks(), t) for t in ids]
+    jobs = [Job(c.task_id, c.label, c.source) for c in builtin_candidates() if c.task_id in ids and c.label == "fast"]
+    settings = HarnessSettings(budget_ms=30, max_reps=6, timing_rounds=3, speedup_estimator="best_window",
+                               burst_preparation=burst)
+    before = HOST.urgent_started
+    out = {}
+    t = threading.Thread(target=lambda: out.update(s=run_batch(tasks, jobs, tmp_path / "r.jsonl", settings=settings,
+                                                                gpus=[0, 1], compile_workers=2, prepare_ahead=2,
+                                                                prepare_workers=2)), daemon=True)
+    t.start()
+    t.join(240)
+    assert not t.is_alive(), "the batch did not end"
+    s = out["s"]
+    assert sorted(r.task_id for r in s.results) == sorted(ids) and s.n_not_started == 0
+    assert HOST.state() == (0, 0, 0) and HOST.urgent_periods() == 0
+    # the first fill and at least one refill (six tasks, two at a time); none without bursts
+    assert (HOST.urgent_started - before >= 2) if burst else HOST.urgent_started == before
 
 
 def test_exclusive_timing_keeps_a_candidates_tests_out_of_another_gpus_window():

@@ -68,3 +68,24 @@ def test_versus_pools_each_sides_stores_whole(tmp_path):
     assert row["baseline_best_window_signed"] == pytest.approx(math.log(20 / 10))
     assert row["candidate_best_window_signed"] == pytest.approx(math.log(1 / 0.8))
     assert row["speedup_min"] == pytest.approx(math.log((18 / 1.0) / (9 / 0.75)))
+
+
+def test_gpu_timeline_counts_the_time_outside_task_groups(tmp_path):
+    """Two tasks on two GPUs, the second starting only when the first ends: 10 s of span, 4 + 5 s in groups."""
+    script = SCRIPT.with_name("gpu_timeline.py")
+    rows = []
+    for task, end_s, group_s in (("t1", 4.0, 4.0), ("t1", 3.0, 3.0), ("t2", 10.0, 5.0)):
+        at = f"2026-11-30T05:00:{end_s:06.3f}+00:00"
+        rows.append({"task_id": task, "created_at": at, "durations_s": {"group_s": group_s}})
+    store = tmp_path / "s.jsonl"
+    store.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "t.json"
+    r = subprocess.run([sys.executable, str(script), "--gpus", "2", "--out", str(out), str(store)],
+                       capture_output=True, text=True, check=True)
+    (row,) = json.loads(out.read_text())
+    assert row["tasks"] == 2 and row["span_s"] == 10.0 and row["group_s_per_gpu"] == 4.5
+    assert row["outside_groups_s_per_gpu"] == 5.5 and row["outside_groups_fraction"] == 0.55
+    assert "outside 5.5 s" in r.stdout
+    bad = subprocess.run([sys.executable, str(script), "--gpus", "2", str(tmp_path / "none.jsonl")],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "no such store" in bad.stderr

@@ -150,6 +150,16 @@ def interleaved_task_order(ds: Dataset, task_ids: set[str], *, held_out_first: b
     return [ts[i] for i in range(max(map(len, turns), default=0)) for ts in turns if i < len(ts)]
 
 
+def _prepare_workers(settings: HarnessSettings) -> int:
+    """Threads preparing tasks: 2 beside the GPUs' work; with ``burst_preparation`` the GPUs wait for a burst, so
+    up to a quarter of the cores (at most 8) make it short."""
+    import os
+
+    if not settings.burst_preparation:
+        return 2
+    return max(2, min(8, (os.cpu_count() or 1) // 4))
+
+
 def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path | None = None,
             run_id: str | None = None, settings: HarnessSettings = MEASURE_SETTINGS,
             gpus: Sequence[int] | None = None, progress: Callable[[str, int, int], None] | None = None,
@@ -181,7 +191,8 @@ def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path |
             s = run_batch([tasks[t] for t in order], [Job(c["task_id"], c["name"], c["code"]) for c in part],
                           store, settings=settings if trusted else replace(settings, pipeline_candidates=False,
                                                                            timing_rounds=1),
-                          gpus=gpus, progress=progress, prepare_ahead=24, prepare_workers=2, seed_of=dataset_seed,
+                          gpus=gpus, progress=progress, prepare_ahead=24, seed_of=dataset_seed,
+                          prepare_workers=_prepare_workers(settings),
                           max_seconds=left, compile_baseline=compile_baseline)
             summary = s if summary is None else summary.plus(s)
     finally:  # a harness fault still leaves the finished results in the dataset (the caller saves it)

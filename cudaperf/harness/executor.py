@@ -320,16 +320,29 @@ def _run_batch(tasks, jobs, store, *, settings: HarnessSettings, gpus, compile_w
     # Preparation comes in bursts: once the queue runs down to one task per GPU, the producers fill it up, in
     # parallel, to ``prepare_ahead``, then rest. Timing waits while background work runs, so a burst (short,
     # spread over ``prepare_workers`` cores) costs the GPUs far less than one preparation beside every task.
+    # With ``settings.burst_preparation`` a burst is also an urgent period (cudaperf.harness.quiet): the GPU workers
+    # open no new timing window until it ends, so that it runs at once instead of waiting for every GPU to be
+    # between tasks. A burst starts only while a producer is alive to end it.
     ready: queue.Queue = queue.Queue(maxsize=max(1, prepare_ahead))
     gate = threading.Condition()
-    burst = [True]
+    burst = [False]
+    urgent_on = [False]
+    alive = [0]  # producers running
     low_water = max(1, len(gpus))
+
+    def set_burst(on: bool) -> None:  # with ``gate`` held
+        burst[0] = on
+        if settings.burst_preparation and on != urgent_on[0]:
+            from cudaperf.harness.quiet import HOST
+
+            (HOST.begin_urgent if on else HOST.end_urgent)()
+            urgent_on[0] = on
+        gate.notify_all()
 
     def taken() -> None:
         with gate:
-            if not burst[0] and ready.qsize() <= low_water:
-                burst[0] = True
-                gate.notify_all()
+            if not burst[0] and alive[0] > 0 and not work.empty() and ready.qsize() <= low_water:
+                set_burst(True)
 
     def prepare(tid: str):
         task_jobs = jobs_of(tid)
@@ -389,30 +402,35 @@ def _run_batch(tasks, jobs, store, *, settings: HarnessSettings, gpus, compile_w
     producers = []
     if prepare_ahead > 0:
         n_prod = max(1, min(prepare_workers, len(per_task)))
-        done_producers = [0]
-        plock = threading.Lock()
+        with gate:
+            alive[0] = n_prod
+            set_burst(True)  # the first burst fills the queue
 
         def producer_wrapper() -> None:
-            # only the last producer to finish posts the end marker
-            while True:
+            # only the last producer to finish posts the end marker (and ends a burst still on)
+            try:
+                while True:
+                    with gate:  # rest between bursts; with nothing left to prepare, go and post the end
+                        while not burst[0] and not work.empty() and not stop.is_set() and not out_of_time():
+                            gate.wait(timeout=0.5)
+                    try:
+                        tid = work.get_nowait()
+                    except queue.Empty:
+                        break
+                    if stop.is_set():
+                        return
+                    if out_of_time():
+                        break
+                    put(prepare(tid))
+                    with gate:
+                        if burst[0] and ready.qsize() >= prepare_ahead:
+                            set_burst(False)
+            finally:
                 with gate:
-                    while not burst[0] and not stop.is_set() and not out_of_time():
-                        gate.wait(timeout=0.5)
-                try:
-                    tid = work.get_nowait()
-                except queue.Empty:
-                    break
-                if stop.is_set():
-                    return
-                if out_of_time():
-                    break
-                put(prepare(tid))
-                with gate:
-                    if ready.qsize() >= prepare_ahead:
-                        burst[0] = False
-            with plock:
-                done_producers[0] += 1
-                last = done_producers[0] == n_prod
+                    alive[0] -= 1
+                    last = alive[0] == 0
+                    if last:
+                        set_burst(False)
             if last:
                 put(None)
 
@@ -426,6 +444,9 @@ def _run_batch(tasks, jobs, store, *, settings: HarnessSettings, gpus, compile_w
         for t in threads + producers:
             t.join()
     finally:
+        with gate:
+            if urgent_on[0]:  # a producer that died mid-burst (its error is re-raised below)
+                set_burst(False)
         pool.shutdown(wait=True, cancel_futures=True)
     if errors:
         raise errors[0]

@@ -63,12 +63,17 @@ class _Sample:
     load: HostLoad | None = None
 
 
-def calibrate_as_background(enabled: bool = True) -> tuple[float, float] | None:
+def calibrate_as_background(enabled: bool = True, *, wait: bool = True) -> tuple[float, float] | None:
     """:func:`calibrate` as background host work (``HOST.background()``): it waits until no timing window is open,
     so that its memory traffic never reaches another GPU's timed calls, and it is seconds at most before the window
-    it describes (the drift it looks for lasts minutes). None when not ``enabled``."""
+    it describes (the drift it looks for lasts minutes). None when not ``enabled``, and, with ``wait=False``, when
+    background work may not start at once (another GPU's window is open): the caller then goes on without it
+    rather than wait for every other GPU to be between windows."""
     if not enabled:
         return None
+    if not wait:
+        with HOST.try_background() as free:
+            return calibrate() if free else None
     with HOST.background():
         return calibrate()
 

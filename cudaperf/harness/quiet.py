@@ -19,6 +19,15 @@ PyTorch path does not name its windows' owner yet: its windows share the owner `
 another.) It
 trades throughput for a host that is quiet for every timed call, for when the sequential baseline is seen to
 drift with the other workers' activity.
+
+Timing's priority starves background work on a machine with several GPUs: a task's timing rounds hold one window
+for seconds, the GPU workers' rounds overlap, so the host is rarely free of timing, and a GPU worker that needs
+background work (its next task's preparation, a host calibration) waits until every other worker is between
+tasks. The GPUs then move in lockstep. An *urgent* period (:meth:`HostActivity.urgent`) turns the priority
+round for a while: timing windows already open, and windows that an owner opens inside its own open one, go on;
+no owner opens a new one; background work starts as soon as no window is open, whether or not a timing run
+waits. The two classes still never overlap. :meth:`HostActivity.try_background` takes a background slot only if
+no window is open or waits, and never waits.
 """
 
 from __future__ import annotations
@@ -46,6 +55,9 @@ class HostActivity:
         overlap, and callers that hold background slots (:meth:`hold_background`) for a candidate's hidden tests
         and its exit keep those away from every timed window too."""
         self._owners: Counter = Counter()
+        self._urgent = 0
+        self.urgent_started = 0
+        """Urgent periods begun so far: for tests and diagnostics."""
 
     @contextmanager
     def timing(self, owner: Hashable = None) -> Iterator[None]:
@@ -53,7 +65,8 @@ class HostActivity:
         owner may nest (a task's rounds hold one while its candidates' windows run), other owners wait."""
         with self._cv:
             self._timing_waiting += 1
-            self._cv.wait_for(lambda: self._background == 0 and (not self.exclusive or set(self._owners) <= {owner}))
+            self._cv.wait_for(lambda: self._background == 0 and (not self._urgent or self._owners[owner] > 0)
+                              and (not self.exclusive or set(self._owners) <= {owner}))
             self._timing_waiting -= 1
             self._timing += 1
             self._owners[owner] += 1
@@ -150,10 +163,13 @@ class HostActivity:
         with self._cv:
             return [g for g, e in self._groups.items() if e[1]]
 
+    def _background_may_start(self) -> bool:
+        return self._timing == 0 and (self._urgent > 0 or self._timing_waiting == 0)
+
     @contextmanager
     def background(self) -> Iterator[None]:
         with self._cv:
-            self._cv.wait_for(lambda: self._timing == 0 and self._timing_waiting == 0)
+            self._cv.wait_for(self._background_may_start)
             self._background += 1
         try:
             yield
@@ -161,6 +177,50 @@ class HostActivity:
             with self._cv:
                 self._background -= 1
                 self._cv.notify_all()
+
+    @contextmanager
+    def try_background(self) -> Iterator[bool]:
+        """A background step only if one may start now (no window open or waiting, or an urgent period with no
+        window open): yields True holding the slot, or False at once, holding nothing."""
+        with self._cv:
+            ok = self._background_may_start()
+            if ok:
+                self._background += 1
+        try:
+            yield ok
+        finally:
+            if ok:
+                with self._cv:
+                    self._background -= 1
+                    self._cv.notify_all()
+
+    def begin_urgent(self) -> None:
+        """Start an urgent period (see the module's doc); periods nest, each ended by :meth:`end_urgent`."""
+        with self._cv:
+            self._urgent += 1
+            self.urgent_started += 1
+            self._cv.notify_all()
+
+    def end_urgent(self) -> None:
+        with self._cv:
+            if self._urgent <= 0:
+                raise RuntimeError("end_urgent without begin_urgent")
+            self._urgent -= 1
+            self._cv.notify_all()
+
+    @contextmanager
+    def urgent(self) -> Iterator[None]:
+        """An urgent period for the ``with`` body."""
+        self.begin_urgent()
+        try:
+            yield
+        finally:
+            self.end_urgent()
+
+    def urgent_periods(self) -> int:
+        """Urgent periods open now: for tests and diagnostics."""
+        with self._cv:
+            return self._urgent
 
     def state(self) -> tuple[int, int, int]:
         """(timing runs, timing runs waiting, background steps) now: for tests and diagnostics."""

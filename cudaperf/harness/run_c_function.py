@@ -163,7 +163,7 @@ def time_baseline(prepared: PreparedCFunction, settings: HarnessSettings, owner=
         return prepared
     task = prepared.task
     inputs = prepared.input_file("timing")  # written before the quiet period
-    cal = hostload.calibrate_as_background(settings.host_calibration)
+    cal = hostload.calibrate_as_background(settings.host_calibration, wait=not settings.burst_preparation)
     with HOST.timing(owner), hostload.sampled(cal) as host:
         outs, times = _run_reference(prepared.reference_exe, _time_args(settings), list(prepared.timing_cases),
                                      task, settings.reference_timeout_s, inputs)

@@ -57,6 +57,12 @@ class HarnessSettings:
     """Before each sequential C baseline window, time two fixed workloads on one core (about 0.15 s, as background
     host work: never beside another timed call) and store them with the host's busy and stolen CPU shares in
     ``TimingStats.host``: what a drifting baseline is read against (:mod:`cudaperf.harness.hostload`)."""
+    burst_preparation: bool = False
+    """In a batch over several GPUs: tasks are prepared (hidden inputs, reference outputs) in bursts, each an
+    urgent period (:mod:`cudaperf.harness.quiet`) in which no GPU worker opens a new timing window, and the
+    baseline's host calibration is skipped when another GPU's window is open instead of waiting for it. Without
+    it, timing's priority starves preparation and calibration, and the GPU workers wait for one another between
+    tasks. What is timed, and how, does not change."""
     test_timeout_s: float = 60.0
     """Wall-clock limit for the candidate's test run (all hidden tests)."""
     timing_timeout_s: float = 180.0

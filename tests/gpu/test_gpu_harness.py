@@ -181,3 +181,30 @@ def test_batch_with_grouped_candidates(tmp_path, saxpy, fixtures_dir, rounds, pi
     from cudaperf.harness.quiet import HOST
 
     assert HOST.state() == (0, 0, 0) and not HOST.exclusive  # every slot given back
+
+
+def test_batch_with_burst_preparation_on_every_gpu(tmp_path):
+    """``burst_preparation``: tasks prepared in urgent bursts (no GPU opens a new timed window meanwhile), with the
+    queue refilled several times over six tasks on every visible GPU; every candidate is scored and timed in its
+    3 windows as without bursts, and every slot and period is given back."""
+    from dataclasses import replace
+
+    from cudaperf.harness.environment import gpu_inventory
+    from cudaperf.harness.executor import Job, run_batch
+    from cudaperf.harness.quiet import HOST
+
+    ids = ["saxpy", "dot", "heat1d", "histogram", "transpose", "sum_reduce"]
+    tasks = [find_task(load_builtin_tasks(), t) for t in ids]
+    jobs = [Job(t, label, _bundled(t, label)) for t in ids for label in ("fast", "slow")]
+    settings = replace(SETTINGS, timing_rounds=3, pipeline_candidates=False, budget_ms=300, test_timeout_s=10,
+                       speedup_estimator="best_window", burst_preparation=True)
+    gpus = [g[0] for g in gpu_inventory()]
+    before = HOST.urgent_started
+    s = run_batch(tasks, jobs, tmp_path / "r.jsonl", settings=settings, gpus=gpus, prepare_ahead=2,
+                  prepare_workers=2)
+    assert len(s.results) == len(jobs) and s.n_not_started == 0
+    for r in s.results:
+        assert r.status == "scored" and r.correct and r.stage == Stage.TIMED, (r.task_id, r.failure)
+        assert len(r.candidate_timing.windows_ms) == 3 == len(r.baseline_timing.windows_ms)
+    assert HOST.urgent_started - before >= 2  # the first fill and at least one refill
+    assert HOST.state() == (0, 0, 0) and HOST.urgent_periods() == 0
