@@ -407,7 +407,9 @@ def _run_batch(tasks, jobs, store, *, settings: HarnessSettings, gpus, compile_w
             set_burst(True)  # the first burst fills the queue
 
         def producer_wrapper() -> None:
-            # only the last producer to finish posts the end marker (and ends a burst still on)
+            # only the last producer to finish posts the end marker (and ends a burst still on); a programming
+            # error stops the batch and is re-raised, as a worker's is
+            last = False
             try:
                 while True:
                     with gate:  # rest between bursts; with nothing left to prepare, go and post the end
@@ -425,13 +427,16 @@ def _run_batch(tasks, jobs, store, *, settings: HarnessSettings, gpus, compile_w
                     with gate:
                         if burst[0] and ready.qsize() >= prepare_ahead:
                             set_burst(False)
+            except BaseException as exc:
+                errors.append(exc)
+                stop.set()
             finally:
                 with gate:
                     alive[0] -= 1
                     last = alive[0] == 0
                     if last:
                         set_burst(False)
-            if last:
+            if last and not stop.is_set():
                 put(None)
 
         producers = [threading.Thread(target=producer_wrapper, daemon=True) for _ in range(n_prod)]
