@@ -23,7 +23,7 @@ drift with the other workers' activity.
 Timing's priority starves background work on a machine with several GPUs: a task's timing rounds hold one window
 for seconds, the GPU workers' rounds overlap, so the host is rarely free of timing, and a GPU worker that needs
 background work (its next task's preparation, a host calibration) waits until every other worker is between
-tasks. The GPUs then move in lockstep. An *urgent* period (:meth:`HostActivity.urgent`) turns the priority
+tasks. The GPUs then move in lockstep. An *urgent* period (:meth:`HostActivity.begin_urgent`) turns the priority
 round for a while: timing windows already open, and windows that an owner opens inside its own open one, go on;
 no owner opens a new one; background work starts as soon as no window is open, whether or not a timing run
 waits. The two classes still never overlap. :meth:`HostActivity.try_background` takes a background slot only if
@@ -207,15 +207,6 @@ class HostActivity:
                 raise RuntimeError("end_urgent without begin_urgent")
             self._urgent -= 1
             self._cv.notify_all()
-
-    @contextmanager
-    def urgent(self) -> Iterator[None]:
-        """An urgent period for the ``with`` body."""
-        self.begin_urgent()
-        try:
-            yield
-        finally:
-            self.end_urgent()
 
     def urgent_periods(self) -> int:
         """Urgent periods open now: for tests and diagnostics."""
