@@ -31,9 +31,14 @@
 #                 side's runs minutes apart (benchmarks/reproducibility_stat.py --pooled) bring the sides closer?
 #                 The whole 10 % sample takes about 3.6 minutes a run on two GPUs: PARTS="a1 b1"
 #                 REPRO_MINUTES=3.6 in one call, then PARTS="a2 b2" with the same STAMP in the next
-#   burst-ab      the 10 % C sample four times, alternating plain (runs ...-burst-a1, a2) and --burst-preparation
-#                 (...-burst-b1, b2), REPRO_MINUTES each (default 1.8): rates side by side in the logs, and
-#                 benchmarks/reproducibility_stat.py --pooled over a1 b1 a2 b2 for whether the speedups agree
+#   burst-ab      the 10 % C sample four times, alternating --no-burst-preparation (runs ...-burst-a1, a2) and
+#                 --burst-preparation (...-burst-b1, b2), REPRO_MINUTES each (default 1.8): rates side by side in the
+#                 logs, and benchmarks/reproducibility_stat.py --pooled over a1 b1 a2 b2 for whether the speedups agree
+#   measure-c-ab  unmeasured C tasks in chunks of CHUNK_MINUTES (default 3.5), one run per part of PARTS (default
+#                 "p1 b1"): p* with --no-burst-preparation, b* with --burst-preparation, so that every minute adds
+#                 coverage and the two settings' rates and GPU timelines (benchmarks/gpu_timeline.py) stand side by
+#                 side; other names (PARTS="m1 m2") take measure's defaults. Each chunk's store is kept in .device/stores (left on the machine between calls of one
+#                 lease) and ingested at the start of the next call, so that the next chunk goes on to new tasks
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
 # Then, on the CPU machine: `cudaperf dataset ingest $OUT/STORE.jsonl --run-id RUN` for each store.
 set -u
@@ -81,8 +86,21 @@ case "$step" in
     PARTS=${PARTS:-a1 b1 a2 b2} RUN_TAG=${RUN_TAG:-pool} REPRO_MINUTES=${REPRO_MINUTES:-1.5} bash "$0" repro-c ;;
   burst-ab)
     for part in ${PARTS:-a1 b1 a2 b2}; do
-      case "$part" in b*) extra="--burst-preparation" ;; *) extra="" ;; esac
+      case "$part" in b*) extra="--burst-preparation" ;; *) extra="--no-burst-preparation" ;; esac
       PARTS=$part RUN_TAG=burst REPRO_MINUTES=${REPRO_MINUTES:-1.8} REPRO_EXTRA="$extra" bash "$0" repro-c
+    done ;;
+  measure-c-ab)
+    mkdir -p .device/stores
+    for f in .device/stores/*.jsonl; do  # earlier calls' chunks: the tree's dataset came fresh with this call
+      [ -e "$f" ] && python -m cudaperf.cli dataset ingest "$f" --run-id "$(basename "$f" .jsonl)" \
+        ${DATASET:+--dataset "$DATASET"} | tail -1
+    done
+    for part in ${PARTS:-p1 b1}; do
+      case "$part" in b*) extra="--burst-preparation" ;; p*) extra="--no-burst-preparation" ;; *) extra="" ;; esac
+      run=$stamp-measure-c-$part
+      RUN=$run MINUTES=${CHUNK_MINUTES:-3.5} EXTRA="$extra" \
+        LIMIT=$(python -c "print(int(${CHUNK_MINUTES:-3.5} * 60 + 90))") bash "$0" measure-c
+      zcat "$OUT/$run.jsonl.gz" > ".device/stores/$run.jsonl"
     done ;;
   repro-c)
     c_families=$(python -c 'from cudaperf.dataset.build import torch_family_names as t
