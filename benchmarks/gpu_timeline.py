@@ -8,7 +8,10 @@ waiting (for a prepared task, or for background work that another GPU's timing h
 
     python benchmarks/gpu_timeline.py --gpus 2 STORE.jsonl.gz [STORE.jsonl.gz ...] [--out timeline.json]
 
-``--show`` prints each task's interval, in start order, for the first store. CPU only.
+``--show`` prints each task's interval, in start order, for the first store. Each row also gives the run's
+results and, for the baseline and the candidate side, the median over results of ln(slowest / fastest window):
+how far the host moved within a task while the run went on (a change to what runs beside the windows shows there).
+CPU only.
 """
 
 from __future__ import annotations
@@ -17,24 +20,38 @@ import argparse
 import datetime as dt
 import gzip
 import json
+import math
+import statistics
 from collections import defaultdict
 from pathlib import Path
 
 
+def _rows(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def window_spread(path: Path, side: str) -> float | None:
+    """Median over the store's results of ln(slowest / fastest window median) of ``side`` ("baseline_timing" or
+    "candidate_timing"), over results timed in at least two windows; None when there are none."""
+    spreads = []
+    for r in _rows(path):
+        w = [x for x in ((r.get(side) or {}).get("windows_ms") or []) if x and x > 0]
+        if len(w) >= 2:
+            spreads.append(math.log(max(w) / min(w)))
+    return round(statistics.median(spreads), 4) if spreads else None
+
+
 def groups(path: Path) -> list[tuple[float, float, str]]:
     """(start, end, task id) of each task's group, in seconds since the epoch, sorted by start."""
-    opener = gzip.open if path.suffix == ".gz" else open
     by_task: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            r = json.loads(line)
-            g = (r.get("durations_s") or {}).get("group_s")
-            if g is None or not r.get("created_at"):
-                continue
-            end = dt.datetime.fromisoformat(r["created_at"]).timestamp()
-            by_task[r["task_id"]].append((end - g, end))
+    for r in _rows(path):
+        g = (r.get("durations_s") or {}).get("group_s")
+        if g is None or not r.get("created_at"):
+            continue
+        end = dt.datetime.fromisoformat(r["created_at"]).timestamp()
+        by_task[r["task_id"]].append((end - g, end))
     out = [(min(s for s, _ in v), max(e for _, e in v), t) for t, v in by_task.items()]
     return sorted(out)
 
@@ -48,7 +65,9 @@ def summary(path: Path, n_gpus: int) -> dict:
     return {"store": str(path), "tasks": len(iv), "gpus": n_gpus, "span_s": round(span, 1),
             "group_s_per_gpu": round(busy / n_gpus, 1),
             "outside_groups_s_per_gpu": round(span - busy / n_gpus, 1),
-            "outside_groups_fraction": round(1 - busy / (span * n_gpus), 3)}
+            "outside_groups_fraction": round(1 - busy / (span * n_gpus), 3), "results": len(_rows(path)),
+            "baseline_window_spread": window_spread(path, "baseline_timing"),
+            "candidate_window_spread": window_spread(path, "candidate_timing")}
 
 
 def main() -> None:
@@ -72,7 +91,8 @@ def main() -> None:
     for r in rows:
         print(f"{Path(r['store']).name}: {r['tasks']} tasks over {r['span_s']} s; in task groups "
               f"{r['group_s_per_gpu']} s per GPU, outside {r['outside_groups_s_per_gpu']} s "
-              f"({r['outside_groups_fraction']:.0%})")
+              f"({r['outside_groups_fraction']:.0%}); {r['results']} results; median ln(slowest/fastest window) "
+              f"baseline {r['baseline_window_spread']}, candidate {r['candidate_window_spread']}")
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
 

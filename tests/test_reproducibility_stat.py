@@ -76,7 +76,9 @@ def test_gpu_timeline_counts_the_time_outside_task_groups(tmp_path):
     rows = []
     for task, end_s, group_s in (("t1", 4.0, 4.0), ("t1", 3.0, 3.0), ("t2", 10.0, 5.0)):
         at = f"2026-11-30T05:00:{end_s:06.3f}+00:00"
-        rows.append({"task_id": task, "created_at": at, "durations_s": {"group_s": group_s}})
+        rows.append({"task_id": task, "created_at": at, "durations_s": {"group_s": group_s},
+                     "baseline_timing": {"windows_ms": [2.0, 1.0, 1.5] if task == "t1" else [4.0, 4.0]},
+                     "candidate_timing": {"windows_ms": [1.0]}})
     store = tmp_path / "s.jsonl"
     store.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "t.json"
@@ -86,6 +88,9 @@ def test_gpu_timeline_counts_the_time_outside_task_groups(tmp_path):
     assert row["tasks"] == 2 and row["span_s"] == 10.0 and row["group_s_per_gpu"] == 4.5
     assert row["outside_groups_s_per_gpu"] == 5.5 and row["outside_groups_fraction"] == 0.55
     assert "outside 5.5 s" in r.stdout
+    # window spreads: the baseline's ln 2, ln 2 and ln 1 (median ln 2); no candidate timed in two windows
+    assert row["results"] == 3 and row["baseline_window_spread"] == round(math.log(2), 4)
+    assert row["candidate_window_spread"] is None
     bad = subprocess.run([sys.executable, str(script), "--gpus", "2", str(tmp_path / "none.jsonl")],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "no such store" in bad.stderr
