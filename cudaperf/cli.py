@@ -498,11 +498,12 @@ def dataset_measure(
     speedup_estimator: Optional[str] = typer.Option(None, "--speedup-estimator", help="C tasks: 'best_window' "
                                                     "(each side's fastest window median) or 'median' (all timed "
                                                     "calls of each side); default best_window."),
-    burst_preparation: bool = typer.Option(False, "--burst-preparation", help="C tasks on several GPUs: prepare "
-                                           "tasks in bursts during which no GPU opens a new timed window, and "
-                                           "skip a baseline's host calibration rather than wait for the other "
-                                           "GPUs, so the GPUs stop waiting for one another between tasks. What "
-                                           "is timed does not change."),
+    burst_preparation: Optional[bool] = typer.Option(None, "--burst-preparation/--no-burst-preparation",
+                                                     help="C tasks on several GPUs: prepare tasks in bursts during "
+                                                     "which no GPU opens a new timed window, and skip a baseline's "
+                                                     "host calibration rather than wait for the other GPUs, so the "
+                                                     "GPUs stop waiting for one another between tasks. What is "
+                                                     "timed does not change. Default on."),
 ) -> None:
     """Measure candidates with the harness on the local GPUs: one worker per GPU, tasks interleaved across
     families, starting while later tasks still compile in parallel. PyTorch tasks (families pt_*) run after the
@@ -544,7 +545,9 @@ def dataset_measure(
                               settings=_replace(MEASURE_SETTINGS,
                                                 timing_rounds=timing_rounds or MEASURE_SETTINGS.timing_rounds,
                                                 pytorch_runners=pytorch_runners, exclusive_timing=exclusive_timing,
-                                                burst_preparation=burst_preparation,
+                                                burst_preparation=(MEASURE_SETTINGS.burst_preparation
+                                                                   if burst_preparation is None
+                                                                   else burst_preparation),
                                                 speedup_estimator=(speedup_estimator
                                                                    or MEASURE_SETTINGS.speedup_estimator)),
                               held_out_first=held_out_first,

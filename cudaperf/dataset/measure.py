@@ -22,7 +22,8 @@ from cudaperf.harness.settings import HarnessSettings
 from cudaperf.harness.store import ResultStore
 
 MEASURE_SETTINGS = HarnessSettings(budget_ms=400.0, max_reps=48, timing_timeout_s=120.0, test_timeout_s=60.0,
-                                   pipeline_candidates=True, timing_rounds=3, speedup_estimator="best_window")
+                                   pipeline_candidates=True, timing_rounds=3, speedup_estimator="best_window",
+                                   burst_preparation=True)
 """The harness settings of a dataset measurement: the default tests, and a 0.4 s timing budget per candidate
 (>= 5 timed calls, stopping early once the cv is below 2 %), split into 3 windows interleaved with the task's
 other candidates and 3 windows of the baseline (each a process of its own). A speedup rests on each side's
@@ -30,8 +31,10 @@ fastest window (``speedup_estimator="best_window"``): the H200 machines' host is
 time, by up to 1.5x, and the fastest of 3 windows drifts less between runs than the median of all calls
 (0.088 against 0.134 median |log ratio| over the same two runs; docs/BENCHMARKS.md). The dataset's own variants
 are trusted not to attack each other, so a task's candidates stay alive together and the next one's tests
-overlap the previous one's end (``pipeline_candidates``). ``cudaperf dataset measure --timing-rounds 1
---speedup-estimator median`` gives the single-window measurement of the earlier runs."""
+overlap the previous one's end (``pipeline_candidates``). Tasks are prepared in
+bursts (``burst_preparation``): on two H200s it cut each GPU's time between tasks from 26-30 % of a run to 10-15 %
+(docs/BENCHMARKS.md). ``cudaperf dataset measure --timing-rounds 1 --speedup-estimator median
+--no-burst-preparation`` gives the single-window measurement of the earlier runs."""
 
 
 def dataset_seed(task_id: str) -> int:
