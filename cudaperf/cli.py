@@ -767,8 +767,9 @@ def dataset_stats(
 
         prefix = os.path.commonprefix([r for p in pairs for r in (p["run_a"], p["run_b"])])
         t = Table(title=f"reproducibility between runs {prefix}*: median |log ratio| (signed: b against a)")
-        for col in ("runs a -> b", "n", "speedup", "baseline", "candidate"):
-            t.add_column(col, no_wrap=True)
+        t.add_column("runs a -> b", overflow="fold")  # the run ids wrap; the figures keep their width
+        for col, width in (("n", 3), ("speedup", 7), ("baseline", 14), ("candidate", 14)):
+            t.add_column(col, no_wrap=True, min_width=width)
 
         def cell(p: dict, key: str) -> str:
             v, sv = p[f"{key}_median_abs_log_ratio"], p[f"{key}_median_log_ratio"]
