@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from cudaperf.harness.compare import compare_arrays, describe_mismatch
 from cudaperf.harness.result import (
@@ -78,6 +79,39 @@ def test_store_appends_resumes_and_survives_a_torn_line(tmp_path):
     s.append(_result("c"))
     assert {r.candidate_id for r in s.read()} == {"a", "b", "c"}
     assert s.done_keys() == {("t", "a"), ("t", "c")}  # unscored results are retried
+
+
+def test_a_file_that_is_not_a_store_is_an_error_and_a_gzipped_store_is_read_only(tmp_path):
+    """A whole JSON line that is not a result (a profile table, say) names the file and line instead of being
+    skipped like a torn one; nothing is appended to such a file. A gzipped store reads like the plain one."""
+    import gzip
+
+    from cudaperf.harness.executor import run_batch
+    from cudaperf.harness.store import StoreFormatError
+
+    s = ResultStore(tmp_path / "r.jsonl")
+    s.append(_result("a"))
+    with open(s.path, "a") as fh:
+        fh.write('{"task_id": "t", "candid\n')  # torn, then resumed on a fresh line
+    s.append(_result("b"))
+    assert [r.candidate_id for r in s.read()] == ["a", "b"] and s.torn_lines == 1
+
+    other = tmp_path / "profile.jsonl"
+    other.write_text('{"candidate_id": "x", "sm_efficiency": 0.5}\n')
+    before = other.read_text()
+    with pytest.raises(StoreFormatError, match=r"profile.jsonl:1: not an evaluation result"):
+        ResultStore(other).read()
+    with pytest.raises(StoreFormatError):  # the batch refuses it before it runs anything
+        run_batch([], [], other, gpus=[])
+    assert other.read_text() == before
+
+    gz = tmp_path / "r.jsonl.gz"
+    gz.write_bytes(gzip.compress(s.path.read_bytes()))
+    z = ResultStore(gz)
+    assert [r.candidate_id for r in z.read()] == ["a", "b"] and z.torn_lines == 1
+    with pytest.raises(StoreFormatError, match="compressed"):
+        z.append(_result("c"))
+    assert [r.candidate_id for r in z.read()] == ["a", "b"]
 
 
 def test_a_speedup_beyond_the_plausibility_bound_is_flagged_not_dropped():

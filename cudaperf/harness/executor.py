@@ -135,6 +135,7 @@ def run_batch(
 def _run_batch(tasks, jobs, store, *, settings: HarnessSettings, gpus, compile_workers, progress, prepare_ahead,
                prepare_workers, seed_of, max_seconds, overlap_compile, compile_baseline) -> BatchSummary:
     store = store if isinstance(store, ResultStore) else ResultStore(store)
+    store.check_writable()  # a wrong --store fails here, before anything runs (StoreFormatError: a ValueError)
     by_id = {t.id: t for t in tasks}
     missing = sorted({j.task_id for j in jobs} - set(by_id))
     if missing:
