@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -47,7 +47,7 @@ def _load(tasks: str) -> list[Task]:
     return load_tasks(tasks)
 
 
-def _fail(msg: str, code: int = 2) -> None:
+def _fail(msg: str, code: int = 2) -> NoReturn:
     err.print(f"[bold red]error:[/] {msg}")
     raise typer.Exit(code)
 
@@ -518,6 +518,13 @@ def dataset_measure(
         err.print(f"[red]--speedup-estimator must be one of {', '.join(SPEEDUP_ESTIMATORS)}[/], not "
                   f"{speedup_estimator!r}")
         raise typer.Exit(2)
+    if store is not None:
+        from cudaperf.harness.store import ResultStore, StoreFormatError
+
+        try:
+            ResultStore(store).check_writable()
+        except StoreFormatError as exc:
+            _fail(str(exc))
     ds = _open_dataset(dataset)
     fams = [f.strip() for f in families.split(",")] if families else None
     cands = select_candidates(ds, families=fams, remeasure=remeasure, sample_tasks=sample, seed=seed,
@@ -600,20 +607,38 @@ def dataset_conditioning(
 
 @dataset_app.command("ingest")
 def dataset_ingest(
-    store: Path = typer.Argument(..., help="A results JSONL written by `cudaperf dataset measure --store`."),
+    store: Path = typer.Argument(..., help="A results JSONL written by `cudaperf dataset measure --store` (or "
+                                 "gzipped, .jsonl.gz)."),
     run_id: str = typer.Option(..., "--run-id", help="The run these results belong to."),
     dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
 ) -> None:
     """Add the results of an interrupted or remote measurement run to the dataset's measurements."""
     from cudaperf.dataset.measure import ingest
-    from cudaperf.harness.store import ResultStore
+    from cudaperf.harness.store import ResultStore, StoreFormatError
 
     if not store.exists():
         _fail(f"file not found: {store}")
     ds = _open_dataset(dataset)
-    n = ingest(ds, ResultStore(store).read(), run_id)
+    rs = ResultStore(store)
+    try:
+        results = rs.read()
+    except StoreFormatError as exc:
+        _fail(str(exc))
+    if not results:
+        _fail(f"no results in {store}" + (f" ({rs.torn_lines} torn lines)" if rs.torn_lines else ""))
+    known = {(c["task_id"], c["name"]) for c in ds.candidates}
+    unknown = [r for r in results if (r.task_id, r.candidate_id) not in known]
+    if len(unknown) == len(results):
+        _fail(f"none of the {len(results)} results in {store} names a candidate of the dataset at {ds.root} "
+              f"(the first: {unknown[0].task_id}/{unknown[0].candidate_id}); nothing ingested")
+    n = ingest(ds, results, run_id)
     version = ds.save()
     err.print(f"ingested {n} results of run {run_id}; dataset version {version}")
+    if unknown:
+        err.print(f"[yellow]{len(unknown)} results name no candidate of this dataset and were left out[/] (the "
+                  f"first: {unknown[0].task_id}/{unknown[0].candidate_id})")
+    if rs.torn_lines:
+        err.print(f"[yellow]{rs.torn_lines} torn lines skipped[/] (an interrupted write)")
 
 
 @dataset_app.command("supersede")

@@ -404,6 +404,53 @@ def test_pooled_reproducibility_alternates_the_latest_runs_between_two_sides(sma
     assert reproducibility_pooled(small, runs_per_side=2)["candidates"] == 3
 
 
+def test_ingest_reads_gzipped_stores_and_refuses_what_is_not_this_datasets(small, tmp_path):
+    """`dataset ingest` takes a store as the device scripts bring it back (gzipped); a store whose results name
+    no candidate of the dataset, or a file that is not a store, is an error with nothing ingested; results of
+    unknown candidates beside known ones are named and left out."""
+    import gzip
+    from dataclasses import replace
+
+    from typer.testing import CliRunner
+
+    from cudaperf.cli import app
+    from cudaperf.harness.result import EvaluationResult, GpuEvidence, Stage, TestOutcome, TimingStats
+
+    c = small.candidates[0]
+    base = EvaluationResult(
+        task_id=c["task_id"], task_kind="c_function", candidate_id=c["name"], code_sha256=c["code_sha256"],
+        status="scored", stage=Stage.TIMED, correct=True, failure=None, tests=(TestOutcome(0, {"n": 3}, True),),
+        pass_fraction=1.0, candidate_timing=TimingStats.from_samples_ms([1.0, 1.1, 0.9]),
+        baseline_timing=TimingStats.from_samples_ms([4.0, 4.1, 3.9]), speedup=4.0,
+        gpu_evidence=GpuEvidence("cupti", 3, 1, 0.5), seeds=(1,))
+    stranger = replace(base, task_id="no_such_task")
+    runner = CliRunner()
+
+    def store(name, *results, gz=False):
+        text = "".join(r.to_json() + "\n" for r in results)
+        p = tmp_path / name
+        p.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+        return str(p)
+
+    def ingest(path):
+        r = runner.invoke(app, ["dataset", "ingest", path, "--run-id", "r", "-d", str(small.root)])
+        return r.exit_code, " ".join(r.output.split())  # rich wraps long lines
+
+    version = Dataset.load(small.root).version()
+    code, out = ingest(store("x.jsonl", stranger))
+    assert code == 2 and "names a candidate of the dataset" in out and "no_such_task" in out
+    (tmp_path / "p.jsonl").write_text('{"candidate_id": "x"}\n')
+    code, out = ingest(str(tmp_path / "p.jsonl"))
+    assert code == 2 and "not an evaluation result" in out
+    assert Dataset.load(small.root).version() == version  # nothing ingested
+
+    code, out = ingest(store("y.jsonl.gz", base, stranger, gz=True))
+    assert code == 0, out
+    assert "ingested 1 results" in out and "1 results name no candidate" in out
+    rows = [m for m in Dataset.load(small.root).measurements if m["run_id"] == "r"]
+    assert [(m["candidate_id"], m["speedup"]) for m in rows] == [(c["candidate_id"], 4.0)]
+
+
 def test_a_superseded_run_stops_counting_and_can_count_again(small, tmp_path):
     from typer.testing import CliRunner
 
