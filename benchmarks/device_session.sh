@@ -37,10 +37,11 @@
 #   measure-c-ab  unmeasured C tasks in chunks of CHUNK_MINUTES (default 3.5), one run per part of PARTS (default
 #                 "p1 b1"): p* with --no-burst-preparation, b* with --burst-preparation, so that every minute adds
 #                 coverage and the two settings' rates and GPU timelines (benchmarks/gpu_timeline.py) stand side by
-#                 side; other names (PARTS="m1 m2") take measure's defaults. Each chunk's store is kept in .device/stores (left on the machine between calls of one
-#                 lease) and ingested at the start of the next call, so that the next chunk goes on to new tasks
+#                 side; other names (PARTS="m1 m2") take measure's defaults. Each chunk's store is kept in
+#                 .device/stores (left on the machine between calls of one lease) and ingested at the start of the
+#                 next call, so that the next chunk goes on to new tasks
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
-# Then, on the CPU machine: `cudaperf dataset ingest $OUT/STORE.jsonl --run-id RUN` for each store.
+# Then, on the CPU machine: `cudaperf dataset ingest STORE.jsonl.gz ...`, in run order (runs named after their stores).
 set -u
 step=${1:?usage: device_session.sh STEP (see the header)}
 : "${OUT:?set OUT to the output folder}"
@@ -91,10 +92,9 @@ case "$step" in
     done ;;
   measure-c-ab)
     mkdir -p .device/stores
-    for f in .device/stores/*.jsonl; do  # earlier calls' chunks: the tree's dataset came fresh with this call
-      [ -e "$f" ] && python -m cudaperf.cli dataset ingest "$f" --run-id "$(basename "$f" .jsonl)" \
-        ${DATASET:+--dataset "$DATASET"} | tail -1
-    done
+    # earlier calls' chunks (the tree's dataset came fresh with this call), each run named after its store
+    ls .device/stores/*.jsonl > /dev/null 2>&1 && python -m cudaperf.cli dataset ingest .device/stores/*.jsonl \
+      ${DATASET:+--dataset "$DATASET"} 2>&1 | tail -1
     for part in ${PARTS:-p1 b1}; do
       case "$part" in b*) extra="--burst-preparation" ;; p*) extra="--no-burst-preparation" ;; *) extra="" ;; esac
       run=$stamp-measure-c-$part

@@ -607,38 +607,52 @@ def dataset_conditioning(
 
 @dataset_app.command("ingest")
 def dataset_ingest(
-    store: Path = typer.Argument(..., help="A results JSONL written by `cudaperf dataset measure --store` (or "
-                                 "gzipped, .jsonl.gz)."),
-    run_id: str = typer.Option(..., "--run-id", help="The run these results belong to."),
+    stores: list[Path] = typer.Argument(..., help="Result stores written by `cudaperf dataset measure --store` "
+                                        "(JSONL, or gzipped .jsonl.gz), ingested in the order given."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="The run the results belong to (one store "
+                                         "only); default the store's file name without .jsonl or .jsonl.gz, as "
+                                         "`dataset measure --store RUN_ID.jsonl` names it."),
     dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
 ) -> None:
-    """Add the results of an interrupted or remote measurement run to the dataset's measurements."""
+    """Add the results of interrupted or remote measurement runs to the dataset's measurements. Every store is
+    checked before anything is ingested: a missing file, a file that is not a result store, or a store whose
+    results name none of the dataset's candidates stops the command with the dataset unchanged."""
     from cudaperf.dataset.measure import ingest
     from cudaperf.harness.store import ResultStore, StoreFormatError
 
-    if not store.exists():
-        _fail(f"file not found: {store}")
+    if run_id is not None and len(stores) > 1:
+        _fail(f"--run-id names one run, but {len(stores)} stores were given: leave it out to take each store's "
+              "file name")
+    for store in stores:
+        if not store.is_file():
+            _fail(f"file not found: {store}")
     ds = _open_dataset(dataset)
-    rs = ResultStore(store)
-    try:
-        results = rs.read()
-    except StoreFormatError as exc:
-        _fail(str(exc))
-    if not results:
-        _fail(f"no results in {store}" + (f" ({rs.torn_lines} torn lines)" if rs.torn_lines else ""))
     known = {(c["task_id"], c["name"]) for c in ds.candidates}
-    unknown = [r for r in results if (r.task_id, r.candidate_id) not in known]
-    if len(unknown) == len(results):
-        _fail(f"none of the {len(results)} results in {store} names a candidate of the dataset at {ds.root} "
-              f"(the first: {unknown[0].task_id}/{unknown[0].candidate_id}); nothing ingested")
-    n = ingest(ds, results, run_id)
-    version = ds.save()
-    err.print(f"ingested {n} results of run {run_id}; dataset version {version}")
-    if unknown:
-        err.print(f"[yellow]{len(unknown)} results name no candidate of this dataset and were left out[/] (the "
-                  f"first: {unknown[0].task_id}/{unknown[0].candidate_id})")
-    if rs.torn_lines:
-        err.print(f"[yellow]{rs.torn_lines} torn lines skipped[/] (an interrupted write)")
+    loaded = []
+    for store in stores:
+        rs = ResultStore(store)
+        try:
+            results = rs.read()
+        except StoreFormatError as exc:
+            _fail(f"{exc}; nothing ingested")
+        if not results:
+            _fail(f"no results in {store}" + (f" ({rs.torn_lines} torn lines)" if rs.torn_lines else "")
+                  + "; nothing ingested")
+        unknown = [r for r in results if (r.task_id, r.candidate_id) not in known]
+        if len(unknown) == len(results):
+            _fail(f"none of the {len(results)} results in {store} names a candidate of the dataset at {ds.root} "
+                  f"(the first: {unknown[0].task_id}/{unknown[0].candidate_id}); nothing ingested")
+        name = store.name.removesuffix(".gz").removesuffix(".jsonl")
+        loaded.append((store, run_id or name, results, unknown, rs.torn_lines))
+    for store, run, results, unknown, torn in loaded:
+        n = ingest(ds, results, run)
+        err.print(f"ingested {n} results of run {run} from {store}")
+        if unknown:
+            err.print(f"[yellow]{len(unknown)} results name no candidate of this dataset and were left out[/] "
+                      f"(the first: {unknown[0].task_id}/{unknown[0].candidate_id})")
+        if torn:
+            err.print(f"[yellow]{torn} torn lines skipped[/] (an interrupted write)")
+    err.print(f"dataset version {ds.save()}")
 
 
 @dataset_app.command("supersede")

@@ -450,6 +450,19 @@ def test_ingest_reads_gzipped_stores_and_refuses_what_is_not_this_datasets(small
     rows = [m for m in Dataset.load(small.root).measurements if m["run_id"] == "r"]
     assert [(m["candidate_id"], m["speedup"]) for m in rows] == [(c["candidate_id"], 4.0)]
 
+    # several stores: each run named after its file; one bad store stops them all before any is ingested
+    twice = replace(base, speedup=2.0)
+    a, b = store("run-a.jsonl", base), store("run-b.jsonl.gz", twice, gz=True)
+    version = Dataset.load(small.root).version()
+    r = runner.invoke(app, ["dataset", "ingest", a, str(tmp_path / "p.jsonl"), "-d", str(small.root)])
+    assert r.exit_code == 2 and Dataset.load(small.root).version() == version
+    r = runner.invoke(app, ["dataset", "ingest", a, b, "--run-id", "r2", "-d", str(small.root)])
+    assert r.exit_code == 2 and "--run-id names one run" in " ".join(r.output.split())
+    r = runner.invoke(app, ["dataset", "ingest", a, b, "-d", str(small.root)])
+    assert r.exit_code == 0, r.output
+    runs = {m["run_id"]: m["speedup"] for m in Dataset.load(small.root).measurements}
+    assert runs == {"r": 4.0, "run-a": 4.0, "run-b": 2.0}
+
 
 def test_a_superseded_run_stops_counting_and_can_count_again(small, tmp_path):
     from typer.testing import CliRunner
