@@ -32,21 +32,22 @@ def _rows(path: Path) -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def window_spread(path: Path, side: str) -> float | None:
-    """Median over the store's results of ln(slowest / fastest window median) of ``side`` ("baseline_timing" or
+def window_spread(rows: list[dict], side: str) -> float | None:
+    """Median over a store's results of ln(slowest / fastest window median) of ``side`` ("baseline_timing" or
     "candidate_timing"), over results timed in at least two windows; None when there are none."""
     spreads = []
-    for r in _rows(path):
+    for r in rows:
         w = [x for x in ((r.get(side) or {}).get("windows_ms") or []) if x and x > 0]
         if len(w) >= 2:
             spreads.append(math.log(max(w) / min(w)))
     return round(statistics.median(spreads), 4) if spreads else None
 
 
-def groups(path: Path) -> list[tuple[float, float, str]]:
-    """(start, end, task id) of each task's group, in seconds since the epoch, sorted by start."""
+def groups(rows: list[dict]) -> list[tuple[float, float, str]]:
+    """(start, end, task id) of each task's group in a store's results, in seconds since the epoch, sorted by
+    start."""
     by_task: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for r in _rows(path):
+    for r in rows:
         g = (r.get("durations_s") or {}).get("group_s")
         if g is None or not r.get("created_at"):
             continue
@@ -57,7 +58,8 @@ def groups(path: Path) -> list[tuple[float, float, str]]:
 
 
 def summary(path: Path, n_gpus: int) -> dict:
-    iv = groups(path)
+    rows = _rows(path)
+    iv = groups(rows)
     if not iv:
         raise SystemExit(f"{path}: no grouped results (durations_s.group_s) to read")
     span = max(e for _, e, _ in iv) - iv[0][0]
@@ -65,9 +67,9 @@ def summary(path: Path, n_gpus: int) -> dict:
     return {"store": str(path), "tasks": len(iv), "gpus": n_gpus, "span_s": round(span, 1),
             "group_s_per_gpu": round(busy / n_gpus, 1),
             "outside_groups_s_per_gpu": round(span - busy / n_gpus, 1),
-            "outside_groups_fraction": round(1 - busy / (span * n_gpus), 3), "results": len(_rows(path)),
-            "baseline_window_spread": window_spread(path, "baseline_timing"),
-            "candidate_window_spread": window_spread(path, "candidate_timing")}
+            "outside_groups_fraction": round(1 - busy / (span * n_gpus), 3), "results": len(rows),
+            "baseline_window_spread": window_spread(rows, "baseline_timing"),
+            "candidate_window_spread": window_spread(rows, "candidate_timing")}
 
 
 def main() -> None:
@@ -83,7 +85,7 @@ def main() -> None:
         if not p.exists():
             ap.error(f"no such store: {p}")
     if args.show:
-        iv = groups(args.stores[0])
+        iv = groups(_rows(args.stores[0]))
         t0 = iv[0][0] if iv else 0.0
         for s, e, t in iv:
             print(f"{s - t0:8.1f} {e - t0:8.1f} {e - s:6.1f}  {t}")
