@@ -617,7 +617,7 @@ def dataset_ingest(
     """Add the results of interrupted or remote measurement runs to the dataset's measurements. Every store is
     checked before anything is ingested: a missing file, a file that is not a result store, or a store whose
     results name none of the dataset's candidates stops the command with the dataset unchanged."""
-    from cudaperf.dataset.measure import ingest
+    from cudaperf.dataset.measure import by_result_key, ingest
     from cudaperf.harness.store import ResultStore, StoreFormatError
 
     if run_id is not None and len(stores) > 1:
@@ -627,7 +627,7 @@ def dataset_ingest(
         if not store.is_file():
             _fail(f"file not found: {store}")
     ds = _open_dataset(dataset)
-    known = {(c["task_id"], c["name"]) for c in ds.candidates}
+    known = by_result_key(ds.candidates)
     loaded = []
     for store in stores:
         rs = ResultStore(store)
@@ -645,7 +645,7 @@ def dataset_ingest(
         name = store.name.removesuffix(".gz").removesuffix(".jsonl")
         loaded.append((store, run_id or name, results, unknown, rs.torn_lines))
     for store, run, results, unknown, torn in loaded:
-        n = ingest(ds, results, run)
+        n = ingest(ds, results, run, known)
         err.print(f"ingested {n} results of run {run} from {store}")
         if unknown:
             err.print(f"[yellow]{len(unknown)} results name no candidate of this dataset and were left out[/] "

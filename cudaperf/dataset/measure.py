@@ -177,7 +177,7 @@ def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path |
     run_id = run_id or new_run_id()
     store = ResultStore(store_path or ds.root / "runs" / f"{run_id}.jsonl")
     tasks = dataset_tasks(ds)
-    by_key = {(c["task_id"], c["name"]): c for c in candidates}
+    by_key = by_result_key(candidates)
     order = interleaved_task_order(ds, {c["task_id"] for c in candidates}, held_out_first=held_out_first)
     rank = {t: i for i, t in enumerate(order)}
     ranked = sorted(candidates, key=lambda c: rank[c["task_id"]])
@@ -205,12 +205,17 @@ def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path |
                           time.monotonic() - t0)
 
 
+def by_result_key(candidates: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Candidate rows by the key of their harness results, (task id, candidate name)."""
+    return {(c["task_id"], c["name"]): c for c in candidates}
+
+
 def ingest(ds: Dataset, results: Sequence[EvaluationResult], run_id: str,
            by_key: dict[tuple[str, str], dict[str, Any]] | None = None) -> int:
     """Add harness results to the measurements table (one row per candidate and run; a later result for the
     same key replaces an earlier one, so a resumed run keeps its latest word)."""
     if by_key is None:
-        by_key = {(c["task_id"], c["name"]): c for c in ds.candidates}
+        by_key = by_result_key(ds.candidates)
     rows = {(m["candidate_id"], m["run_id"]): m for m in ds.measurements}
     n = 0
     for r in results:
