@@ -40,6 +40,10 @@
 #                 side; other names (PARTS="m1 m2") take measure's defaults. Each chunk's store is kept in
 #                 .device/stores (left on the machine between calls of one lease) and ingested at the start of the
 #                 next call, so that the next chunk goes on to new tasks
+#   repro-extend  grows the 10 % C sample with the dataset: session 10's sample (the tasks of run SAMPLE_BASE,
+#                 default 20261130-s10-repro-c-pool-a1) stays, and runs ...-ext-e1, -e2 (PARTS) re-measure the tasks
+#                 drawn to bring it to 10 % of the C tasks (--extend-sample), REPRO_MINUTES each (default 3.6);
+#                 six runs in all give those tasks pooled labels like the rest of the sample (`dataset stats`)
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
 # Then, on the CPU machine: `cudaperf dataset ingest STORE.jsonl.gz ...`, in run order (runs named after their stores).
 set -u
@@ -102,6 +106,9 @@ case "$step" in
         LIMIT=$(python -c "print(int(${CHUNK_MINUTES:-3.5} * 60 + 90))") bash "$0" measure-c
       zcat "$OUT/$run.jsonl.gz" > ".device/stores/$run.jsonl"
     done ;;
+  repro-extend)
+    RUN_TAG=${RUN_TAG:-ext} PARTS=${PARTS:-e1 e2} REPRO_MINUTES=${REPRO_MINUTES:-3.6} \
+      REPRO_EXTRA="--extend-sample ${SAMPLE_BASE:-20261130-s10-repro-c-pool-a1}" bash "$0" repro-c ;;
   repro-c)
     c_families=$(python -c 'from cudaperf.dataset.build import torch_family_names as t
 from cudaperf.dataset.families import all_families as a; print(",".join(sorted(set(a()) - set(t()))))')

@@ -452,6 +452,7 @@ def dataset_build(
         err.print(f"[yellow]left out {tid}[/]: its reference output is degenerate ({'; '.join(why)})")
 
 
+KIND_NAMES = {"c": "C", "pytorch": "PyTorch"}
 PHASE_LABELS = {"compile": "compiling", "run": "running on GPU", "pytorch-compile": "compiling (PyTorch)",
                 "pytorch-run": "running (PyTorch)"}
 
@@ -467,6 +468,11 @@ def dataset_measure(
     sample: Optional[float] = typer.Option(None, "--sample", help="Measure this fraction of the tasks (all their "
                                            "candidates), drawn with --seed; with --remeasure, a reproducibility "
                                            "check."),
+    extend_sample: Optional[str] = typer.Option(None, "--extend-sample", metavar="RUN_ID", help="With --sample: "
+                                                "the tasks that run RUN_ID measured are part of the sample "
+                                                "already; measure only tasks drawn from the others, as many as "
+                                                "bring the sample to --sample of the selected tasks (a "
+                                                "reproducibility sample that grows with the dataset)."),
     seed: int = typer.Option(0, "--seed"),
     limit_tasks: Optional[int] = typer.Option(None, "--limit-tasks", help="At most this many tasks."),
     per_family: Optional[int] = typer.Option(None, "--per-family", help="At most this many tasks per family "
@@ -527,9 +533,19 @@ def dataset_measure(
             _fail(str(exc))
     ds = _open_dataset(dataset)
     fams = [f.strip() for f in families.split(",")] if families else None
-    cands = select_candidates(ds, families=fams, remeasure=remeasure, sample_tasks=sample, seed=seed,
-                              limit_tasks=limit_tasks, tasks_per_family=per_family, held_out_first=held_out_first,
-                              include_ill_conditioned=include_ill_conditioned)
+    if extend_sample is not None and sample is None:
+        _fail("--extend-sample needs --sample (the fraction of the tasks the sample should reach)")
+    try:
+        cands = select_candidates(ds, families=fams, remeasure=remeasure, sample_tasks=sample, seed=seed,
+                                  limit_tasks=limit_tasks, tasks_per_family=per_family,
+                                  held_out_first=held_out_first, include_ill_conditioned=include_ill_conditioned,
+                                  extend_sample_run=extend_sample)
+    except ValueError as exc:
+        _fail(str(exc))
+    if not cands and extend_sample is not None:
+        err.print(f"nothing to measure: the tasks of run {extend_sample} make {sample:g} of the selected tasks "
+                  f"already")
+        return
     if not cands:
         err.print("nothing to measure: every selected candidate has a scored measurement (use --remeasure)")
         return
@@ -801,8 +817,10 @@ def dataset_stats(
     pooled = s["reproducibility_pooled"]
     if pooled.get("candidates"):
         console.print(f"labels pooled over {pooled['runs_per_side']} runs (each side's fastest window), two such "
-                      f"labels of {pooled['candidates']} candidates: median |log speedup ratio| "
-                      f"{pooled['speedup_median_abs_log_ratio']:.3f}")
+                      f"labels of {pooled['candidates']} candidates of {pooled['tasks']} tasks "
+                      f"({pooled['share_of_measured_tasks']:.1%} of the measured "
+                      f"{' and '.join(KIND_NAMES[k] for k in pooled['task_kinds'])} tasks): median |log speedup "
+                      f"ratio| {pooled['speedup_median_abs_log_ratio']:.3f}")
     all_pairs = s["reproducibility_by_run_pair"]
     pairs = [p for p in all_pairs if p["candidates"] >= 30]  # the table's rows; the JSON has them all
     if pairs:

@@ -394,14 +394,63 @@ def test_pooled_reproducibility_alternates_the_latest_runs_between_two_sides(sma
     # b: 6 runs, one of them wrong: 5 correct runs are too few; c: 5 runs: too few
     rows += [_windowed_row(b, f"r{i}", 10.0, 1.0, times[i]) for i in range(5)] + [_row(b, "r5", False, 1.0)]
     rows += [_windowed_row(c, f"r{i}", 10.0, 1.0, times[i]) for i in range(5)]
+    # a candidate of another task, measured once: the sample's task is half of the measured C tasks
+    assert a["task_id"] == b["task_id"] == c["task_id"]
+    rows.append(_row(next(x for x in small.candidates if x["task_id"] != a["task_id"]), "r0", True, 2.0))
     small.measurements = rows
     r = reproducibility_pooled(small)
     assert r["candidates"] == 1 and r["runs_per_side"] == 3
+    assert r["tasks"] == 1 and r["task_kinds"] == ["c"] and r["share_of_measured_tasks"] == pytest.approx(0.5)
     assert r["speedup_median_abs_log_ratio"] == pytest.approx(abs(math.log((20.0 / 2.0) / (21.0 / 1.75))))
     assert r["baseline_median_abs_log_ratio"] == pytest.approx(abs(math.log(20.0 / 21.0)))
     assert r["candidate_median_abs_log_ratio"] == pytest.approx(abs(math.log(2.0 / 1.75)))
     assert reproducibility_pooled(small, runs_per_side=4) == {"runs_per_side": 4, "candidates": 0}
     assert reproducibility_pooled(small, runs_per_side=2)["candidates"] == 3
+
+
+def test_a_sample_is_extended_to_its_fraction_of_a_grown_dataset(tmp_path):
+    """`measure --remeasure --sample F --extend-sample RUN`: the tasks RUN measured stay in the sample, and only
+    new tasks, drawn from the others, bring it to F of the selected tasks; the same draw every time."""
+    from typer.testing import CliRunner
+
+    from cudaperf.cli import app
+    from cudaperf.dataset.measure import select_candidates
+
+    ds = Dataset.load(tmp_path / "ds", missing_ok=True)
+    build(ds, families=["elementwise_map"], n_tasks=20)
+    first = {}
+    for c in ds.candidates:
+        first.setdefault(c["task_id"], c)
+    rows = [_row(c, "m", True, 2.0) for c in first.values()]  # every task measured once
+    old_sample = ["elementwise_map_003", "elementwise_map_007"]
+    rows += [_row(first[t], "repro", True, 2.0) for t in old_sample]
+    ds.measurements = rows
+    ds.save()
+    selected = {c["task_id"] for c in select_candidates(ds, remeasure=True)}
+    more = select_candidates(ds, remeasure=True, sample_tasks=0.25, extend_sample_run="repro")
+    tasks = {c["task_id"] for c in more}
+    assert len(tasks) == round(0.25 * len(selected)) - 2 and not tasks & set(old_sample) and tasks <= selected
+    assert {c["candidate_id"] for c in more} == {c["candidate_id"] for c in ds.candidates
+                                                 if c["task_id"] in tasks and c["candidate_id"] in
+                                                 {r["candidate_id"] for r in rows}}
+    assert more == select_candidates(ds, remeasure=True, sample_tasks=0.25, extend_sample_run="repro")
+    assert {c["task_id"] for c in select_candidates(ds, remeasure=True, sample_tasks=0.25, seed=1,
+                                                    extend_sample_run="repro")} != tasks
+    assert select_candidates(ds, remeasure=True, sample_tasks=0.05, extend_sample_run="repro") == []
+    with pytest.raises(ValueError, match="no measurements of run 'nope'"):
+        select_candidates(ds, remeasure=True, sample_tasks=0.25, extend_sample_run="nope")
+    with pytest.raises(ValueError, match="needs the sample's fraction"):
+        select_candidates(ds, remeasure=True, extend_sample_run="repro")
+
+    runner = CliRunner()
+    for args, said in ((["--extend-sample", "repro"], "--extend-sample needs --sample"),
+                       (["--sample", "0.25", "--extend-sample", "nope"], "no measurements of run 'nope'"),
+                       (["--sample", "0.05", "--extend-sample", "repro"], "make 0.05 of the selected tasks")):
+        r = runner.invoke(app, ["dataset", "measure", "--remeasure", "-d", str(ds.root), *args])
+        out = " ".join(r.output.split())
+        assert said in out, out
+        assert (r.exit_code == 0) == ("make" in said), out
+    assert Dataset.load(ds.root).version() == ds.version()  # nothing measured, nothing changed
 
 
 def test_ingest_reads_gzipped_stores_and_refuses_what_is_not_this_datasets(small, tmp_path):

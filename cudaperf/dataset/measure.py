@@ -92,11 +92,16 @@ def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, rem
                       sample_tasks: float | None = None, seed: int = 0, limit_tasks: int | None = None,
                       candidate_ids: Sequence[str] | None = None,
                       tasks_per_family: int | None = None, held_out_first: bool = False,
-                      include_ill_conditioned: bool = False) -> list[dict[str, Any]]:
+                      include_ill_conditioned: bool = False,
+                      extend_sample_run: str | None = None) -> list[dict[str, Any]]:
     """Candidates to measure: by default those with no scored measurement yet, with ``remeasure`` only those that
     have one (a new run measures them again); ``sample_tasks`` draws that
     fraction of the tasks (all their candidates) with ``seed``, for re-measurement. Tasks whose reference is
-    ill-conditioned (:mod:`cudaperf.dataset.conditioning`) are left out unless ``include_ill_conditioned``."""
+    ill-conditioned (:mod:`cudaperf.dataset.conditioning`) are left out unless ``include_ill_conditioned``.
+
+    ``extend_sample_run`` grows an earlier sample with the dataset: the tasks that run measured count as part of
+    the sample, and only tasks drawn (with ``seed``) from the others are returned, as many as bring the sample to
+    ``sample_tasks`` of the selected tasks. The same dataset and seed give the same extension, run after run."""
     from cudaperf.dataset.conditioning import load_conditioning
 
     measured = {m["candidate_id"] for m in live_measurements(ds) if m["status"] == "scored"}
@@ -105,7 +110,17 @@ def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, rem
              and (candidate_ids is None or c["candidate_id"] in candidate_ids) and c["task_id"] not in ill]
     cands = [c for c in cands if (c["candidate_id"] in measured) == remeasure]
     task_ids = sorted({c["task_id"] for c in cands})
-    if sample_tasks is not None:
+    if extend_sample_run is not None and sample_tasks is None:
+        raise ValueError("extending a sample needs the sample's fraction (sample_tasks, --sample)")
+    if sample_tasks is not None and extend_sample_run is not None:
+        base = {m["task_id"] for m in ds.measurements if m["run_id"] == extend_sample_run}
+        if not base:
+            raise ValueError(f"no measurements of run {extend_sample_run!r} in the dataset: it cannot be the base "
+                             f"of a sample (`cudaperf dataset stats --json` lists the runs)")
+        others = sorted(set(task_ids) - base)
+        n_more = max(0, round(sample_tasks * len(task_ids)) - len(base & set(task_ids)))
+        task_ids = sorted(random.Random(seed).sample(others, min(n_more, len(others))))
+    elif sample_tasks is not None:
         rng = random.Random(seed)
         task_ids = sorted(rng.sample(task_ids, max(1, round(sample_tasks * len(task_ids))))) if task_ids else []
     if tasks_per_family is not None:
@@ -418,9 +433,11 @@ def reproducibility_pooled(ds: Dataset, runs_per_side: int = 3) -> dict[str, Any
         if m["status"] == "scored" and m["correct"] and _windowed(m):
             per[m["candidate_id"]].append(m)
     sp, base, cand = [], [], []
+    tasks: set[str] = set()
     for rows in per.values():
         if len(rows) < 2 * k:
             continue
+        tasks.add(rows[0]["task_id"])
         latest = sorted(rows, key=lambda m: str(m["measured_at"] or ""))[-2 * k:]
         a, b = latest[0::2], latest[1::2]
         sp.append(abs(math.log(pooled_speedup(a) / pooled_speedup(b))))
@@ -429,7 +446,17 @@ def reproducibility_pooled(ds: Dataset, runs_per_side: int = 3) -> dict[str, Any
             out.append(abs(math.log(min(m[key] for m in a) / min(m[key] for m in b))))
     if not sp:
         return {"runs_per_side": k, "candidates": 0}
-    return {"runs_per_side": k, "candidates": len(sp), "speedup_median_abs_log_ratio": statistics.median(sp),
+    # what share of the measured tasks of the same kinds (C, PyTorch) the sample covers
+    family = {t["id"]: t["family"] for t in ds.tasks}
+
+    def kind(task_id: str) -> str:
+        return "pytorch" if family.get(task_id, "").startswith(TORCH_TASK_PREFIX) else "c"
+
+    kinds = {kind(t) for t in tasks}
+    measured = {m["task_id"] for m in live_measurements(ds) if m["status"] == "scored" and kind(m["task_id"]) in kinds}
+    return {"runs_per_side": k, "candidates": len(sp), "tasks": len(tasks), "task_kinds": sorted(kinds),
+            "share_of_measured_tasks": len(tasks) / len(measured),
+            "speedup_median_abs_log_ratio": statistics.median(sp),
             "baseline_median_abs_log_ratio": statistics.median(base),
             "candidate_median_abs_log_ratio": statistics.median(cand)}
 
