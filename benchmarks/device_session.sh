@@ -9,7 +9,8 @@
 #                 (BabelTower's test reads $CUDAPERF_BABELTOWER when the data is carried)
 #   tests-torch   GPU tests of the PyTorch side (fast path, adversarial candidates, families through measure) and
 #                 of the reward's TRL functions (a C and a PyTorch task, with a ranker trained there)
-#   tests-harness GPU tests of the C harness and the profile tier
+#   tests-harness GPU tests of the C harness, the profile tier and external candidates added to the dataset
+#   tests-dataset GPU test of `dataset add-candidates --measure` alone (a minute or two)
 #   measure-pt    the dataset's PyTorch problems (families pt_*), 7 minutes at most (RUNNERS=N: runners per GPU)
 #   remeasure-pt  the PyTorch problems measured before, again (a new run), 7 minutes at most
 #   pt-both       measure-pt for PT_MINUTES (default 5), then remeasure-pt in what is left of 9 minutes
@@ -118,12 +119,17 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
         EXTRA="--families $c_families${EXCL:+ --exclusive-timing}${REPRO_EXTRA:+ $REPRO_EXTRA}" \
         bash "$0" remeasure
     done ;;
+  tests-dataset)
+    timeout "${TEST_LIMIT:-300}" python -m pytest -v -m gpu tests/gpu/test_gpu_dataset.py -p no:cacheprovider \
+      --durations=0 > "$OUT/gpu_tests_dataset.log" 2>&1
+    echo "rc=$?" >> "$OUT/gpu_tests_dataset.log"; tail -3 "$OUT/gpu_tests_dataset.log" ;;
   tests-torch)
     timeout "${TEST_LIMIT:-560}" python -m pytest -v -m gpu tests/gpu/test_gpu_torch_fast.py tests/gpu/test_gpu_pytorch_fast.py tests/gpu/test_gpu_reward.py \
       -p no:cacheprovider --durations=0 > "$OUT/gpu_tests_torch.log" 2>&1
     echo "rc=$?" >> "$OUT/gpu_tests_torch.log"; tail -3 "$OUT/gpu_tests_torch.log" ;;
   tests-harness)
     timeout "${TEST_LIMIT:-560}" python -m pytest -v -m gpu tests/gpu/test_gpu_harness.py tests/gpu/test_gpu_profile.py \
+      tests/gpu/test_gpu_dataset.py \
       -p no:cacheprovider --durations=0 > "$OUT/gpu_tests_harness.log" 2>&1
     echo "rc=$?" >> "$OUT/gpu_tests_harness.log"; tail -3 "$OUT/gpu_tests_harness.log" ;;
   pt-both)

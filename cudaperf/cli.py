@@ -492,6 +492,8 @@ def dataset_measure(
                                         "ranker eval` needs first."),
     include_ill_conditioned: bool = typer.Option(False, "--include-ill-conditioned", help="Measure tasks that "
                                                  "`cudaperf dataset conditioning` flagged too."),
+    external_only: bool = typer.Option(False, "--external-only", help="Only the candidates added with `cudaperf "
+                                       "dataset add-candidates` (untrusted: one process at a time)."),
     compile_baseline: bool = typer.Option(False, "--compile-baseline", help="PyTorch tasks: also time the "
                                           "torch.compile baseline (seconds of compilation per task); speedups "
                                           "stay over eager."),
@@ -517,7 +519,7 @@ def dataset_measure(
 
     Results are appended to a JSONL store as they complete; rerun with the same --store and --run-id to resume.
     """
-    from cudaperf.dataset.measure import measure, new_run_id, select_candidates
+    from cudaperf.dataset.measure import new_run_id, select_candidates
     from cudaperf.harness.settings import SPEEDUP_ESTIMATORS
 
     if speedup_estimator is not None and speedup_estimator not in SPEEDUP_ESTIMATORS:
@@ -539,7 +541,7 @@ def dataset_measure(
         cands = select_candidates(ds, families=fams, remeasure=remeasure, sample_tasks=sample, seed=seed,
                                   limit_tasks=limit_tasks, tasks_per_family=per_family,
                                   held_out_first=held_out_first, include_ill_conditioned=include_ill_conditioned,
-                                  extend_sample_run=extend_sample)
+                                  extend_sample_run=extend_sample, origin="external" if external_only else None)
     except ValueError as exc:
         _fail(str(exc))
     if not cands and extend_sample is not None:
@@ -549,7 +551,29 @@ def dataset_measure(
     if not cands:
         err.print("nothing to measure: every selected candidate has a scored measurement (use --remeasure)")
         return
+    from dataclasses import replace as _replace
+
+    from cudaperf.dataset.measure import MEASURE_SETTINGS
+
     run_id = run_id or new_run_id()
+    settings = _replace(MEASURE_SETTINGS, timing_rounds=timing_rounds or MEASURE_SETTINGS.timing_rounds,
+                        pytorch_runners=pytorch_runners, exclusive_timing=exclusive_timing,
+                        burst_preparation=(MEASURE_SETTINGS.burst_preparation if burst_preparation is None
+                                           else burst_preparation),
+                        speedup_estimator=speedup_estimator or MEASURE_SETTINGS.speedup_estimator)
+    store_path = store or ds.root / "runs" / f"{run_id}.jsonl"
+    _measure_with_progress(ds, cands, run_id=run_id, store=store, settings=settings,
+                           resume=f"the same command with --run-id {run_id} --store {store_path}",
+                           held_out_first=held_out_first,
+                           max_seconds=max_minutes * 60 if max_minutes is not None else None,
+                           compile_baseline=compile_baseline)
+
+
+def _measure_with_progress(ds, cands: list, *, run_id: str, store: Optional[Path], resume: str, **kwargs) -> None:
+    """`measure` with a progress bar per phase, the dataset saved whatever happens, and a summary; ``resume`` says
+    how to go on from a run stopped by an error or --max-minutes."""
+    from cudaperf.dataset.measure import measure
+
     err.print(f"measuring {len(cands)} candidates of {len({c['task_id'] for c in cands})} tasks; run {run_id}")
     with _bar() as bar:
         ids = {}
@@ -559,28 +583,12 @@ def dataset_measure(
                 ids[phase] = bar.add_task(PHASE_LABELS.get(phase, phase), total=n)
             bar.update(ids[phase], completed=i, total=n)
 
-        from dataclasses import replace as _replace
-
-        from cudaperf.dataset.measure import MEASURE_SETTINGS
-
         try:
-            summary = measure(ds, cands, store_path=store, run_id=run_id, progress=progress,
-                              settings=_replace(MEASURE_SETTINGS,
-                                                timing_rounds=timing_rounds or MEASURE_SETTINGS.timing_rounds,
-                                                pytorch_runners=pytorch_runners, exclusive_timing=exclusive_timing,
-                                                burst_preparation=(MEASURE_SETTINGS.burst_preparation
-                                                                   if burst_preparation is None
-                                                                   else burst_preparation),
-                                                speedup_estimator=(speedup_estimator
-                                                                   or MEASURE_SETTINGS.speedup_estimator)),
-                              held_out_first=held_out_first,
-                              max_seconds=max_minutes * 60 if max_minutes is not None else None,
-                              compile_baseline=compile_baseline)
+            summary = measure(ds, cands, store_path=store, run_id=run_id, progress=progress, **kwargs)
         except Exception:
             version = ds.save()  # the results that finished are kept; the error below is the harness's
             err.print(f"[red]the measurement stopped on a harness error[/]; the results that finished are saved "
-                      f"(dataset version {version}); rerun with --store {store or ds.root / 'runs' / f'{run_id}.jsonl'} "
-                      f"--run-id {run_id} to resume")
+                      f"(dataset version {version}); rerun {resume} to resume")
             raise
     version = ds.save()
     b = summary.batch
@@ -594,8 +602,7 @@ def dataset_measure(
         err.print(f"of which PyTorch: {t.n_done} candidates of {t.n_tasks} tasks run ({t.n_skipped} already in the "
                   f"store), {t.gpu_s:.0f} s of GPU-worker time, {t.wall_s:.0f} s")
     if b.n_not_started:
-        err.print(f"[yellow]{b.n_not_started} candidates not started[/] (--max-minutes): rerun the same command "
-                  f"with --run-id {run_id} --store {store or ds.root / 'runs' / f'{run_id}.jsonl'} to go on")
+        err.print(f"[yellow]{b.n_not_started} candidates not started[/] (--max-minutes): rerun {resume} to go on")
 
 
 @dataset_app.command("conditioning")
@@ -700,9 +707,15 @@ def dataset_add_candidates(
     file: Path = typer.Argument(..., help="A .jsonl of {task_id, name, code or completion, tags?} rows (e.g. "
                                 "model-generated variants)."),
     dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
-    measure_now: bool = typer.Option(False, "--measure", help="Measure the new candidates right away (GPU)."),
+    measure_now: bool = typer.Option(False, "--measure", help="Measure the new candidates right away on the "
+                                     "local GPUs, as untrusted code: one process at a time, in the sandbox."),
+    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", min=0.0, help="With --measure: start no "
+                                                "candidate after this many minutes (`dataset measure "
+                                                "--external-only` goes on)."),
 ) -> None:
-    """Add external candidates to the dataset (origin "external"), in the same format as the family variants."""
+    """Add external candidates to the dataset (origin "external"), in the same format as the family variants:
+    a row's code (or a model's whole completion, from which the code is extracted) is stored as given, and
+    measured like any candidate, with the task's hidden tests and timing against its baseline."""
     from cudaperf.dataset.external import AddError, add_candidates
 
     ds = _open_dataset(dataset)
@@ -713,11 +726,14 @@ def dataset_add_candidates(
     version = ds.save()
     err.print(f"added {len(added)} candidates; dataset version {version}")
     if measure_now and added:
-        from cudaperf.dataset.measure import measure
+        from cudaperf.dataset.measure import MEASURE_SETTINGS, new_run_id
 
-        summary = measure(ds, added)
-        version = ds.save()
-        err.print(f"measured {summary.n_candidates} in {summary.wall_s:.0f} s; dataset version {version}")
+        run_id = new_run_id()
+        store = ds.root / "runs" / f"{run_id}.jsonl"
+        _measure_with_progress(ds, added, run_id=run_id, store=store, settings=MEASURE_SETTINGS,
+                               resume=f"`cudaperf dataset measure --external-only -d {ds.root} --run-id {run_id} "
+                                      f"--store {store}`",
+                               max_seconds=max_minutes * 60 if max_minutes is not None else None)
 
 
 @dataset_app.command("features")

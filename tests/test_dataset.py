@@ -332,6 +332,43 @@ def test_measure_runs_external_candidates_as_untrusted_beside_the_family_ones(sm
     assert set(rows) == {fam[0]["candidate_id"], added[0]["candidate_id"]}
 
 
+def test_add_candidates_measure_without_a_gpu_scores_only_what_fails_before_the_gpu(tmp_path):
+    """`dataset add-candidates FILE --measure` on a machine without a GPU (real nvcc): an answer that is not CUDA
+    and one that does not compile get their scored failures; the correct one is compiled and left unscored (never
+    a silent 0), and `measure --external-only` selects it, and only it, to go on."""
+    from typer.testing import CliRunner
+
+    from cudaperf.cli import app
+    from cudaperf.dataset.measure import select_candidates
+    from cudaperf.harness.environment import gpu_count
+
+    if gpu_count():
+        pytest.skip("this machine has a GPU: tests/gpu/test_gpu_dataset.py covers it")
+    ds = Dataset.load(tmp_path / "ds", missing_ok=True)
+    build(ds, families=["elementwise_map"], n_tasks=1)
+    ds.save()
+    tid = ds.tasks[0]["id"]
+    good = next(c["code"] for c in ds.candidates if c["name"] == "naive_b256")
+    spec = json.loads(ds.tasks[0]["task"])
+    rows = [{"task_id": tid, "name": "model_ok", "completion": f"Here it is:\n```cuda\n{good}\n```\n"},
+            {"task_id": tid, "name": "model_broken", "code": good.replace("if (i < n)", "if (i < n_elems)")},
+            {"task_id": tid, "name": "model_not_cuda", "code": spec["reference_c"]}]
+    ext = tmp_path / "answers.jsonl"
+    ext.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = CliRunner().invoke(app, ["dataset", "add-candidates", str(ext), "--measure", "-d", str(ds.root)])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 0, out
+    assert "added 3 candidates" in out and "measuring 3 candidates of 1 tasks" in out and "no GPU visible" in out
+    ds = Dataset.load(ds.root)
+    by_name = {m["candidate_id"].split("/", 1)[1]: m for m in ds.measurements}
+    assert by_name["model_broken"]["status"] == "scored" and by_name["model_broken"]["failure_kind"] == "compile_error"
+    assert by_name["model_not_cuda"]["status"] == "scored"
+    assert by_name["model_not_cuda"]["failure_kind"] == "static_check"
+    assert by_name["model_ok"]["status"] == "unscored" and by_name["model_ok"]["speedup"] is None
+    assert [c["name"] for c in select_candidates(ds, origin="external")] == ["model_ok"]
+    assert {c["origin"] for c in select_candidates(ds, origin="family")} == {"family"}
+
+
 def test_a_row_field_outside_the_schema_does_not_change_the_saved_version(small):
     """An ingested row once carried a field (``cpu``) that the Parquet schema did not: it was dropped on save but
     hashed before, so the version printed by ``ingest`` was not the version of the dataset on disk."""

@@ -93,7 +93,7 @@ def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, rem
                       candidate_ids: Sequence[str] | None = None,
                       tasks_per_family: int | None = None, held_out_first: bool = False,
                       include_ill_conditioned: bool = False,
-                      extend_sample_run: str | None = None) -> list[dict[str, Any]]:
+                      extend_sample_run: str | None = None, origin: str | None = None) -> list[dict[str, Any]]:
     """Candidates to measure: by default those with no scored measurement yet, with ``remeasure`` only those that
     have one (a new run measures them again); ``sample_tasks`` draws that
     fraction of the tasks (all their candidates) with ``seed``, for re-measurement. Tasks whose reference is
@@ -101,13 +101,15 @@ def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, rem
 
     ``extend_sample_run`` grows an earlier sample with the dataset: the tasks that run measured count as part of
     the sample, and only tasks drawn (with ``seed``) from the others are returned, as many as bring the sample to
-    ``sample_tasks`` of the selected tasks. The same dataset and seed give the same extension, run after run."""
+    ``sample_tasks`` of the selected tasks. The same dataset and seed give the same extension, run after run.
+    ``origin`` ("family" or "external") keeps only the family variants or only the candidates added from outside."""
     from cudaperf.dataset.conditioning import load_conditioning
 
     measured = {m["candidate_id"] for m in live_measurements(ds) if m["status"] == "scored"}
     ill = set() if include_ill_conditioned else set(load_conditioning(ds))
     cands = [c for c in ds.candidates if (families is None or c["family"] in families)
-             and (candidate_ids is None or c["candidate_id"] in candidate_ids) and c["task_id"] not in ill]
+             and (candidate_ids is None or c["candidate_id"] in candidate_ids) and c["task_id"] not in ill
+             and (origin is None or c.get("origin", "family") == origin)]
     cands = [c for c in cands if (c["candidate_id"] in measured) == remeasure]
     task_ids = sorted({c["task_id"] for c in cands})
     if extend_sample_run is not None and sample_tasks is None:
