@@ -837,6 +837,11 @@ def dataset_stats(
                       f"({pooled['share_of_measured_tasks']:.1%} of the measured "
                       f"{' and '.join(KIND_NAMES[k] for k in pooled['task_kinds'])} tasks): median |log speedup "
                       f"ratio| {pooled['speedup_median_abs_log_ratio']:.3f}")
+    if s["label_pooled_runs"]:
+        parts = [f"{KIND_NAMES[k]} " + ", ".join(f"{n} on {r}" for r, n in v.items())
+                 for k, v in s["label_pooled_runs"].items()]
+        console.print("valid candidates by the windowed runs their label pools (0: earlier single-window runs "
+                      "only): " + "; ".join(parts))
     all_pairs = s["reproducibility_by_run_pair"]
     pairs = [p for p in all_pairs if p["candidates"] >= 30]  # the table's rows; the JSON has them all
     if pairs:

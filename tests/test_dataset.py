@@ -438,6 +438,9 @@ def test_pooled_reproducibility_alternates_the_latest_runs_between_two_sides(sma
     r = reproducibility_pooled(small)
     assert r["candidates"] == 1 and r["runs_per_side"] == 3
     assert r["tasks"] == 1 and r["task_kinds"] == ["c"] and r["share_of_measured_tasks"] == pytest.approx(0.5)
+    # what the labels rest on: a pools 7 windowed runs, c 5; b is invalid (one run wrong); the other task's
+    # candidate has one single-window run
+    assert stats(small)["label_pooled_runs"] == {"c": {"0": 1, "5": 1, "7": 1}}
     assert r["speedup_median_abs_log_ratio"] == pytest.approx(abs(math.log((20.0 / 2.0) / (21.0 / 1.75))))
     assert r["baseline_median_abs_log_ratio"] == pytest.approx(abs(math.log(20.0 / 21.0)))
     assert r["candidate_median_abs_log_ratio"] == pytest.approx(abs(math.log(2.0 / 1.75)))

@@ -493,6 +493,14 @@ def stats(ds: Dataset) -> dict[str, Any]:
     for t in ds.tasks:
         splits[f"task:{t['split_task']}"] += 1
         splits[f"family:{t['split_family']}"] += 1
+    # what each valid candidate's label rests on: the number of windowed runs its speedup pools (0: runs of the
+    # earlier single-window method only, their geometric mean), by kind of task
+    label_runs: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for c in ds.candidates:
+        s = cs[c["candidate_id"]]
+        if s["valid"]:
+            kind = "pytorch" if c["family"].startswith(TORCH_TASK_PREFIX) else "c"
+            label_runs[kind][s["pooled_runs"]] += 1
     return {
         "version": ds.version(),
         "n_tasks": len(ds.tasks),
@@ -512,6 +520,7 @@ def stats(ds: Dataset) -> dict[str, Any]:
         "reproducibility_by_run_pair": (pairs := reproducibility_by_run_pair(ds)),
         "reproducibility_measure_default": reproducibility_of_method(ds, pairs, MEASURE_SETTINGS.timing_method),
         "reproducibility_pooled": reproducibility_pooled(ds),
+        "label_pooled_runs": {k: {str(n): v[n] for n in sorted(v)} for k, v in sorted(label_runs.items())},
         "families": fam_rows,
         "runs": run_summaries(ds),
     }
