@@ -45,6 +45,8 @@
 #                 default 20261130-s10-repro-c-pool-a1) stays, and runs ...-ext-e1, -e2 (PARTS) re-measure the tasks
 #                 drawn to bring it to 10 % of the C tasks (--extend-sample), REPRO_MINUTES each (default 3.6);
 #                 six runs in all give those tasks pooled labels like the rest of the sample (`dataset stats`)
+#   labels-c      the C labels that rest on fewer than BELOW_RUNS (default 3) windowed runs, measured again in
+#                 measure-c-ab's chunks (PARTS, default "l1 l2"; CHUNK_MINUTES), stores kept and ingested the same way
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
 # Then, on the CPU machine: `cudaperf dataset ingest STORE.jsonl.gz ...`, in run order (runs named after their stores).
 set -u
@@ -102,11 +104,19 @@ case "$step" in
       ${DATASET:+--dataset "$DATASET"} 2>&1 | tail -1
     for part in ${PARTS:-p1 b1}; do
       case "$part" in b*) extra="--burst-preparation" ;; p*) extra="--no-burst-preparation" ;; *) extra="" ;; esac
-      run=$stamp-measure-c-$part
+      extra="$extra ${CHUNK_EXTRA:-}"
+      run=$stamp-${CHUNK_NAME:-measure-c}-$part
       RUN=$run MINUTES=${CHUNK_MINUTES:-3.5} EXTRA="$extra" \
         LIMIT=$(python -c "print(int(${CHUNK_MINUTES:-3.5} * 60 + 90))") bash "$0" measure-c
       zcat "$OUT/$run.jsonl.gz" > ".device/stores/$run.jsonl"
     done ;;
+  labels-c)
+    # C labels toward BELOW_RUNS (default 3) pooled runs: measure-c-ab's chunks (PARTS, default "l1 l2"), each
+    # `measure --remeasure --below-runs N` over the C families, ingested before the next so each goes on to others
+    c_families=$(python -c 'from cudaperf.dataset.build import torch_family_names as t
+from cudaperf.dataset.families import all_families as a; print(",".join(sorted(set(a()) - set(t()))))')
+    PARTS=${PARTS:-l1 l2} CHUNK_NAME=labels-c \
+      CHUNK_EXTRA="--remeasure --below-runs ${BELOW_RUNS:-3} --families $c_families" bash "$0" measure-c-ab ;;
   repro-extend)
     RUN_TAG=${RUN_TAG:-ext} PARTS=${PARTS:-e1 e2} REPRO_MINUTES=${REPRO_MINUTES:-3.6} \
       REPRO_EXTRA="--extend-sample ${SAMPLE_BASE:-20261130-s10-repro-c-pool-a1}" bash "$0" repro-c ;;

@@ -492,6 +492,10 @@ def dataset_measure(
                                         "ranker eval` needs first."),
     include_ill_conditioned: bool = typer.Option(False, "--include-ill-conditioned", help="Measure tasks that "
                                                  "`cudaperf dataset conditioning` flagged too."),
+    below_runs: Optional[int] = typer.Option(None, "--below-runs", min=1, help="With --remeasure: only the valid "
+                                             "candidates whose label rests on fewer than this many runs (C: "
+                                             "windowed runs; labels pooled over 3 repeat to within 5 %; `dataset "
+                                             "stats` counts the labels by runs)."),
     external_only: bool = typer.Option(False, "--external-only", help="Only the candidates added with `cudaperf "
                                        "dataset add-candidates` (untrusted: one process at a time)."),
     compile_baseline: bool = typer.Option(False, "--compile-baseline", help="PyTorch tasks: also time the "
@@ -537,11 +541,14 @@ def dataset_measure(
     fams = [f.strip() for f in families.split(",")] if families else None
     if extend_sample is not None and sample is None:
         _fail("--extend-sample needs --sample (the fraction of the tasks the sample should reach)")
+    if below_runs is not None and not remeasure:
+        _fail("--below-runs needs --remeasure (it picks measured candidates whose labels pool few runs)")
     try:
         cands = select_candidates(ds, families=fams, remeasure=remeasure, sample_tasks=sample, seed=seed,
                                   limit_tasks=limit_tasks, tasks_per_family=per_family,
                                   held_out_first=held_out_first, include_ill_conditioned=include_ill_conditioned,
-                                  extend_sample_run=extend_sample, origin="external" if external_only else None)
+                                  extend_sample_run=extend_sample, origin="external" if external_only else None,
+                                  below_pooled_runs=below_runs)
     except ValueError as exc:
         _fail(str(exc))
     if not cands and extend_sample is not None:
@@ -837,11 +844,11 @@ def dataset_stats(
                       f"({pooled['share_of_measured_tasks']:.1%} of the measured "
                       f"{' and '.join(KIND_NAMES[k] for k in pooled['task_kinds'])} tasks): median |log speedup "
                       f"ratio| {pooled['speedup_median_abs_log_ratio']:.3f}")
-    if s["label_pooled_runs"]:
+    if s["label_runs"]:
         parts = [f"{KIND_NAMES[k]} " + ", ".join(f"{n} on {r}" for r, n in v.items())
-                 for k, v in s["label_pooled_runs"].items()]
-        console.print("valid candidates by the windowed runs their label pools (0: earlier single-window runs "
-                      "only): " + "; ".join(parts))
+                 for k, v in s["label_runs"].items()]
+        console.print("valid candidates by the runs their label rests on (C: windowed runs pooled, 0 for the "
+                      "earlier single-window runs only; PyTorch: runs averaged): " + "; ".join(parts))
     all_pairs = s["reproducibility_by_run_pair"]
     pairs = [p for p in all_pairs if p["candidates"] >= 30]  # the table's rows; the JSON has them all
     if pairs:

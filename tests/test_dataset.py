@@ -440,7 +440,14 @@ def test_pooled_reproducibility_alternates_the_latest_runs_between_two_sides(sma
     assert r["tasks"] == 1 and r["task_kinds"] == ["c"] and r["share_of_measured_tasks"] == pytest.approx(0.5)
     # what the labels rest on: a pools 7 windowed runs, c 5; b is invalid (one run wrong); the other task's
     # candidate has one single-window run
-    assert stats(small)["label_pooled_runs"] == {"c": {"0": 1, "5": 1, "7": 1}}
+    assert stats(small)["label_runs"] == {"c": {"0": 1, "5": 1, "7": 1}}
+    # re-measuring toward a precision: the valid candidates whose labels rest on fewer runs (b, invalid, never)
+    from cudaperf.dataset.measure import select_candidates
+
+    other = rows[-1]["candidate_id"]
+    assert {x["candidate_id"] for x in select_candidates(small, remeasure=True, below_pooled_runs=6)} == {
+        c["candidate_id"], other}
+    assert [x["candidate_id"] for x in select_candidates(small, remeasure=True, below_pooled_runs=1)] == [other]
     assert r["speedup_median_abs_log_ratio"] == pytest.approx(abs(math.log((20.0 / 2.0) / (21.0 / 1.75))))
     assert r["baseline_median_abs_log_ratio"] == pytest.approx(abs(math.log(20.0 / 21.0)))
     assert r["candidate_median_abs_log_ratio"] == pytest.approx(abs(math.log(2.0 / 1.75)))
@@ -484,9 +491,11 @@ def test_a_sample_is_extended_to_its_fraction_of_a_grown_dataset(tmp_path):
 
     runner = CliRunner()
     for args, said in ((["--extend-sample", "repro"], "--extend-sample needs --sample"),
+                       (["--below-runs", "3"], "--below-runs needs --remeasure"),
                        (["--sample", "0.25", "--extend-sample", "nope"], "no measurements of run 'nope'"),
                        (["--sample", "0.05", "--extend-sample", "repro"], "make 0.05 of the selected tasks")):
-        r = runner.invoke(app, ["dataset", "measure", "--remeasure", "-d", str(ds.root), *args])
+        remeasure = [] if "--below-runs" in args else ["--remeasure"]
+        r = runner.invoke(app, ["dataset", "measure", *remeasure, "-d", str(ds.root), *args])
         out = " ".join(r.output.split())
         assert said in out, out
         assert (r.exit_code == 0) == ("make" in said), out

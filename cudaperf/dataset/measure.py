@@ -93,7 +93,8 @@ def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, rem
                       candidate_ids: Sequence[str] | None = None,
                       tasks_per_family: int | None = None, held_out_first: bool = False,
                       include_ill_conditioned: bool = False,
-                      extend_sample_run: str | None = None, origin: str | None = None) -> list[dict[str, Any]]:
+                      extend_sample_run: str | None = None, origin: str | None = None,
+                      below_pooled_runs: int | None = None) -> list[dict[str, Any]]:
     """Candidates to measure: by default those with no scored measurement yet, with ``remeasure`` only those that
     have one (a new run measures them again); ``sample_tasks`` draws that
     fraction of the tasks (all their candidates) with ``seed``, for re-measurement. Tasks whose reference is
@@ -102,7 +103,9 @@ def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, rem
     ``extend_sample_run`` grows an earlier sample with the dataset: the tasks that run measured count as part of
     the sample, and only tasks drawn (with ``seed``) from the others are returned, as many as bring the sample to
     ``sample_tasks`` of the selected tasks. The same dataset and seed give the same extension, run after run.
-    ``origin`` ("family" or "external") keeps only the family variants or only the candidates added from outside."""
+    ``origin`` ("family" or "external") keeps only the family variants or only the candidates added from outside.
+    ``below_pooled_runs`` keeps only the valid candidates whose label rests on fewer runs than that
+    (:func:`label_runs`): the re-measurements that bring every label to a given precision."""
     from cudaperf.dataset.conditioning import load_conditioning
 
     measured = {m["candidate_id"] for m in live_measurements(ds) if m["status"] == "scored"}
@@ -111,6 +114,10 @@ def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, rem
              and (candidate_ids is None or c["candidate_id"] in candidate_ids) and c["task_id"] not in ill
              and (origin is None or c.get("origin", "family") == origin)]
     cands = [c for c in cands if (c["candidate_id"] in measured) == remeasure]
+    if below_pooled_runs is not None:
+        cs = candidate_summary(ds)
+        cands = [c for c in cands if cs[c["candidate_id"]]["valid"]
+                 and label_runs(c, cs[c["candidate_id"]]) < below_pooled_runs]
     task_ids = sorted({c["task_id"] for c in cands})
     if extend_sample_run is not None and sample_tasks is None:
         raise ValueError("extending a sample needs the sample's fraction (sample_tasks, --sample)")
@@ -310,6 +317,15 @@ def candidate_summary(ds: Dataset) -> dict[str, dict[str, Any]]:
     return out
 
 
+def label_runs(candidate: dict[str, Any], summary: dict[str, Any]) -> int:
+    """How many runs a valid candidate's label rests on: for a C task, the windowed runs its speedup pools (0 when
+    only the earlier single-window method measured it, whatever the number of those runs); for a PyTorch task,
+    its scored runs, whose speedups the label averages (geometric mean)."""
+    if candidate["family"].startswith(TORCH_TASK_PREFIX):
+        return summary["runs"]
+    return summary["pooled_runs"]
+
+
 def task_filter(ds: Dataset, cs: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
     """The paper's filter per task: ``kept``, or why it is dropped (unmeasured, too few valid variants, no variant
     at least 1.5x faster than the sequential C, or than eager PyTorch for a PyTorch task)."""
@@ -493,14 +509,12 @@ def stats(ds: Dataset) -> dict[str, Any]:
     for t in ds.tasks:
         splits[f"task:{t['split_task']}"] += 1
         splits[f"family:{t['split_family']}"] += 1
-    # what each valid candidate's label rests on: the number of windowed runs its speedup pools (0: runs of the
-    # earlier single-window method only, their geometric mean), by kind of task
-    label_runs: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    # what each valid candidate's label rests on (label_runs), by kind of task
+    by_runs: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     for c in ds.candidates:
         s = cs[c["candidate_id"]]
         if s["valid"]:
-            kind = "pytorch" if c["family"].startswith(TORCH_TASK_PREFIX) else "c"
-            label_runs[kind][s["pooled_runs"]] += 1
+            by_runs["pytorch" if c["family"].startswith(TORCH_TASK_PREFIX) else "c"][label_runs(c, s)] += 1
     return {
         "version": ds.version(),
         "n_tasks": len(ds.tasks),
@@ -520,7 +534,7 @@ def stats(ds: Dataset) -> dict[str, Any]:
         "reproducibility_by_run_pair": (pairs := reproducibility_by_run_pair(ds)),
         "reproducibility_measure_default": reproducibility_of_method(ds, pairs, MEASURE_SETTINGS.timing_method),
         "reproducibility_pooled": reproducibility_pooled(ds),
-        "label_pooled_runs": {k: {str(n): v[n] for n in sorted(v)} for k, v in sorted(label_runs.items())},
+        "label_runs": {k: {str(n): v[n] for n in sorted(v)} for k, v in sorted(by_runs.items())},
         "families": fam_rows,
         "runs": run_summaries(ds),
     }
