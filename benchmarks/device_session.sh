@@ -112,7 +112,7 @@ case "$step" in
     done ;;
   labels-c)
     # C labels toward BELOW_RUNS (default 3) pooled runs: measure-c-ab's chunks (PARTS, default "l1 l2"), each
-    # `measure --remeasure --below-runs N` over the C families, ingested before the next so each goes on to others
+    # `measure --remeasure --below-runs N` over the C families, ingested before the next so that it selects anew
     c_families=$(python -c 'from cudaperf.dataset.build import torch_family_names as t
 from cudaperf.dataset.families import all_families as a; print(",".join(sorted(set(a()) - set(t()))))')
     PARTS=${PARTS:-l1 l2} CHUNK_NAME=labels-c \
