@@ -849,6 +849,12 @@ def dataset_stats(
                  for k, v in s["label_runs"].items()]
         console.print("valid candidates by the runs their label rests on (C: windowed runs pooled, 0 for the "
                       "earlier single-window runs only; PyTorch: runs averaged): " + "; ".join(parts))
+    agree = s["label_methods_agreement"]
+    if agree["candidates"]:
+        console.print(f"{agree['candidates']} candidates of {agree['tasks']} tasks have labels of both methods: the "
+                      f"earlier single-window runs read {math.exp(agree['median_log_ratio']):.3f}x the pooled "
+                      f"windowed label (median; |log ratio| {agree['median_abs_log_ratio']:.3f}); "
+                      f"{len(agree['mixed_tasks'])} tasks mix the two methods among their labels")
     all_pairs = s["reproducibility_by_run_pair"]
     pairs = [p for p in all_pairs if p["candidates"] >= 30]  # the table's rows; the JSON has them all
     if pairs:

@@ -502,6 +502,29 @@ def test_a_sample_is_extended_to_its_fraction_of_a_grown_dataset(tmp_path):
     assert Dataset.load(ds.root).version() == ds.version()  # nothing measured, nothing changed
 
 
+def test_the_two_label_methods_are_compared_where_both_measured(small):
+    """`label_methods_agreement`: a candidate measured by the earlier single-window method and by windowed runs
+    gives the log ratio of its two labels; a task whose candidates' labels rest on different methods is named."""
+    from cudaperf.dataset.measure import label_methods_agreement
+
+    first = small.tasks[0]["id"]
+    a, b = [c for c in small.candidates if c["task_id"] == first][:2]
+    other = next(c for c in small.candidates if c["task_id"] != first)
+    small.measurements = [_row(a, "old1", True, 2.0), _row(a, "old2", True, 2.42),  # geometric mean 2.2
+                          _windowed_row(a, "w1", 20.0, 10.0, "t1"), _windowed_row(a, "w2", 21.0, 11.0, "t2"),
+                          _row(b, "old1", True, 3.0),  # b: the earlier method only, in a's task
+                          _windowed_row(other, "w1", 30.0, 10.0, "t1"), _row(other, "old1", False, 1.0)]
+    r = label_methods_agreement(small)
+    assert r["candidates"] == 1 and r["tasks"] == 1  # other is invalid (one wrong run): left out
+    assert r["median_log_ratio"] == pytest.approx(math.log(2.2 / (20.0 / 10.0)))
+    assert r["median_abs_log_ratio"] == pytest.approx(r["median_log_ratio"])
+    assert r["mixed_tasks"] == [first]  # a's label pools windowed runs, b's is the earlier method's
+    small.measurements = small.measurements[2:] + [_windowed_row(b, "w1", 30.0, 10.0, "t1")]
+    r = label_methods_agreement(small)  # now both labels rest on windowed runs, and b's is compared
+    assert r["candidates"] == 1 and r["mixed_tasks"] == []
+    assert r["median_log_ratio"] == pytest.approx(math.log(3.0 / 3.0), abs=1e-12)
+
+
 def test_ingest_reads_gzipped_stores_and_refuses_what_is_not_this_datasets(small, tmp_path):
     """`dataset ingest` takes a store as the device scripts bring it back (gzipped); a store whose results name
     no candidate of the dataset, or a file that is not a store, is an error with nothing ingested; results of

@@ -479,6 +479,34 @@ def reproducibility_pooled(ds: Dataset, runs_per_side: int = 3) -> dict[str, Any
             "candidate_median_abs_log_ratio": statistics.median(cand)}
 
 
+def label_methods_agreement(ds: Dataset) -> dict[str, Any]:
+    """How the two label methods compare on the candidates that both measured (correct in every such run): the
+    geometric mean of the earlier single-window runs' speedups against the pooled windowed label. The signed
+    median log ratio is a difference of scale (positive: the earlier method reads faster); it matters where one
+    task's candidates rest on different methods (``mixed_tasks``)."""
+    per: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for m in live_measurements(ds):
+        if m["status"] == "scored":
+            per[m["candidate_id"]].append(m)
+    ratios, tasks = [], set()
+    method_of: dict[str, set[bool]] = defaultdict(set)  # task -> methods its valid candidates' labels rest on
+    for rows in per.values():
+        if not all(m["correct"] for m in rows):
+            continue
+        windowed = [m for m in rows if _windowed(m)]
+        method_of[rows[0]["task_id"]].add(bool(windowed))
+        earlier = [m["speedup"] for m in rows if not _windowed(m) and m["speedup"]]
+        if windowed and earlier:
+            ratios.append(math.log(_gmean(earlier) / pooled_speedup(windowed)))
+            tasks.add(rows[0]["task_id"])
+    out: dict[str, Any] = {"candidates": len(ratios), "tasks": len(tasks),
+                           "mixed_tasks": sorted(t for t, v in method_of.items() if len(v) == 2)}
+    if ratios:
+        out["median_log_ratio"] = statistics.median(ratios)
+        out["median_abs_log_ratio"] = statistics.median(abs(r) for r in ratios)
+    return out
+
+
 def stats(ds: Dataset) -> dict[str, Any]:
     cs = candidate_summary(ds)
     verdict = task_filter(ds, cs)
@@ -535,6 +563,7 @@ def stats(ds: Dataset) -> dict[str, Any]:
         "reproducibility_measure_default": reproducibility_of_method(ds, pairs, MEASURE_SETTINGS.timing_method),
         "reproducibility_pooled": reproducibility_pooled(ds),
         "label_runs": {k: {str(n): v[n] for n in sorted(v)} for k, v in sorted(by_runs.items())},
+        "label_methods_agreement": label_methods_agreement(ds),
         "families": fam_rows,
         "runs": run_summaries(ds),
     }
