@@ -317,11 +317,16 @@ def candidate_summary(ds: Dataset) -> dict[str, dict[str, Any]]:
     return out
 
 
+def family_kind(family: str) -> str:
+    """"pytorch" for a PyTorch family (``pt_*``), "c" for the others: the kinds that stats report apart."""
+    return "pytorch" if family.startswith(TORCH_TASK_PREFIX) else "c"
+
+
 def label_runs(candidate: dict[str, Any], summary: dict[str, Any]) -> int:
     """How many runs a valid candidate's label rests on: for a C task, the windowed runs its speedup pools (0 when
     only the earlier single-window method measured it, whatever the number of those runs); for a PyTorch task,
     its scored runs, whose speedups the label averages (geometric mean)."""
-    if candidate["family"].startswith(TORCH_TASK_PREFIX):
+    if family_kind(candidate["family"]) == "pytorch":
         return summary["runs"]
     return summary["pooled_runs"]
 
@@ -468,7 +473,7 @@ def reproducibility_pooled(ds: Dataset, runs_per_side: int = 3) -> dict[str, Any
     family = {t["id"]: t["family"] for t in ds.tasks}
 
     def kind(task_id: str) -> str:
-        return "pytorch" if family.get(task_id, "").startswith(TORCH_TASK_PREFIX) else "c"
+        return family_kind(family.get(task_id, ""))
 
     kinds = {kind(t) for t in tasks}
     measured = {m["task_id"] for m in live_measurements(ds) if m["status"] == "scored" and kind(m["task_id"]) in kinds}
@@ -542,7 +547,7 @@ def stats(ds: Dataset) -> dict[str, Any]:
     for c in ds.candidates:
         s = cs[c["candidate_id"]]
         if s["valid"]:
-            by_runs["pytorch" if c["family"].startswith(TORCH_TASK_PREFIX) else "c"][label_runs(c, s)] += 1
+            by_runs[family_kind(c["family"])][label_runs(c, s)] += 1
     return {
         "version": ds.version(),
         "n_tasks": len(ds.tasks),
