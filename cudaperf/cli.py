@@ -843,7 +843,9 @@ def dataset_stats(
                       f"labels of {pooled['candidates']} candidates of {pooled['tasks']} tasks "
                       f"({pooled['share_of_measured_tasks']:.1%} of the measured "
                       f"{' and '.join(KIND_NAMES[k] for k in pooled['task_kinds'])} tasks): median |log speedup "
-                      f"ratio| {pooled['speedup_median_abs_log_ratio']:.3f}")
+                      f"ratio| {pooled['speedup_median_abs_log_ratio']:.3f} (95 % interval over tasks "
+                      f"{pooled['speedup_ci95'][0]:.3f} to {pooled['speedup_ci95'][1]:.3f}); the baseline's signed "
+                      f"median {pooled['baseline_median_log_ratio']:+.3f}")
     if s["label_runs"]:
         parts = [f"{KIND_NAMES[k]} " + ", ".join(f"{n} on {r}" for r, n in v.items())
                  for k, v in s["label_runs"].items()]

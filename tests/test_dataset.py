@@ -234,6 +234,13 @@ def test_shipped_dataset_stats_cli():
     from cudaperf.dataset.store import default_dataset_dir
 
     assert d["version"] == Dataset.load(default_dataset_dir()).manifest["version"]
+    # the re-measured sample: its figure lies inside its interval, and the text report gives both
+    pooled = d["reproducibility_pooled"]
+    lo, hi = pooled["speedup_ci95"]
+    assert pooled["candidates"] > 0 and lo <= pooled["speedup_median_abs_log_ratio"] <= hi
+    r = CliRunner().invoke(app, ["dataset", "stats"])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 0 and f"95 % interval over tasks {lo:.3f} to {hi:.3f}" in out, out[-2000:]
 
 
 def test_measurement_order_interleaves_families(small):
@@ -450,9 +457,28 @@ def test_pooled_reproducibility_alternates_the_latest_runs_between_two_sides(sma
     assert [x["candidate_id"] for x in select_candidates(small, remeasure=True, below_pooled_runs=1)] == [other]
     assert r["speedup_median_abs_log_ratio"] == pytest.approx(abs(math.log((20.0 / 2.0) / (21.0 / 1.75))))
     assert r["baseline_median_abs_log_ratio"] == pytest.approx(abs(math.log(20.0 / 21.0)))
+    assert r["baseline_median_log_ratio"] == pytest.approx(math.log(20.0 / 21.0))  # signed: side 1 ran faster
+    assert r["speedup_ci95"] == pytest.approx([r["speedup_median_abs_log_ratio"]] * 2)  # one task: no spread
     assert r["candidate_median_abs_log_ratio"] == pytest.approx(abs(math.log(2.0 / 1.75)))
     assert reproducibility_pooled(small, runs_per_side=4) == {"runs_per_side": 4, "candidates": 0}
     assert reproducibility_pooled(small, runs_per_side=2)["candidates"] == 3
+
+
+def test_the_pooled_figure_s_interval_resamples_whole_tasks():
+    from cudaperf.dataset.measure import median_ci95_over_tasks
+
+    # ten tasks of one candidate each, 0.01 to 0.10: the median 0.055 lies inside, and no bound leaves the values
+    spread = {f"t{i}": [i / 100] for i in range(1, 11)}
+    lo, hi = median_ci95_over_tasks(spread)
+    assert 0.01 <= lo < 0.055 < hi <= 0.10
+    assert median_ci95_over_tasks(spread) == [lo, hi]  # a fixed seed: the same interval every time
+    # 16 values of 0.01 and 4 of 0.10. Over twenty tasks of one candidate, a draw almost never has ten high ones:
+    # the interval is the low value. In three tasks (8 low, 8 low, 4 high), a draw takes a task's candidates
+    # together, and one in four draws has the high task twice: the interval reaches the high value.
+    independent = {f"t{i}": [0.01 if i < 16 else 0.10] for i in range(20)}
+    clustered = {"low1": [0.01] * 8, "low2": [0.01] * 8, "high": [0.10] * 4}
+    assert median_ci95_over_tasks(independent) == [0.01, 0.01]
+    assert median_ci95_over_tasks(clustered) == [0.01, 0.10]
 
 
 def test_a_sample_is_extended_to_its_fraction_of_a_grown_dataset(tmp_path):

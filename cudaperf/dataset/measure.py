@@ -445,28 +445,43 @@ def reproducibility_of_method(ds: Dataset, pairs: list[dict[str, Any]], timing_m
             "speedup_median_abs_log_ratio": statistics.median(p["speedup_median_abs_log_ratio"] for p in same)}
 
 
+def median_ci95_over_tasks(by_task: dict[str, list[float]], resamples: int = 2000,
+                           seed: int = 0) -> list[float]:
+    """A 95 % interval for the median of the values of ``by_task``, by resampling whole tasks with replacement
+    (a task's candidates share its inputs and its baseline, so they do not vary independently); fixed ``seed``."""
+    rng = random.Random(seed)
+    keys = sorted(by_task)
+    meds = sorted(statistics.median([v for t in rng.choices(keys, k=len(keys)) for v in by_task[t]])
+                  for _ in range(resamples))
+    return [meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]]
+
+
 def reproducibility_pooled(ds: Dataset, runs_per_side: int = 3) -> dict[str, Any]:
     """How well a label pooled over ``runs_per_side`` runs (:func:`pooled_speedup`) repeats: over candidates
     correct in at least twice that many runs timed in several windows, their latest 2k runs in the order they
     ran, alternating between two sides (1st, 3rd, 5th against 2nd, 4th, 6th), each side pooled; the median
-    |log ratio| of the two sides' speedups, and of each side's time alone."""
+    |log ratio| of the two sides' speedups with a 95 % interval over tasks, and of each side's time alone; the
+    baseline's signed median too (side 1 against side 2), non-zero when the host ran faster in one side's runs."""
     k = runs_per_side
     per: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for m in live_measurements(ds):
         if m["status"] == "scored" and m["correct"] and _windowed(m):
             per[m["candidate_id"]].append(m)
-    sp, base, cand = [], [], []
-    tasks: set[str] = set()
+    sp, base, cand, base_signed = [], [], [], []
+    by_task: dict[str, list[float]] = defaultdict(list)
     for rows in per.values():
         if len(rows) < 2 * k:
             continue
-        tasks.add(rows[0]["task_id"])
         latest = sorted(rows, key=lambda m: str(m["measured_at"] or ""))[-2 * k:]
         a, b = latest[0::2], latest[1::2]
         sp.append(abs(math.log(pooled_speedup(a) / pooled_speedup(b))))
+        by_task[rows[0]["task_id"]].append(sp[-1])
         for side, out in (("baseline", base), ("candidate", cand)):
             key = f"{side}_best_window_ms"
             out.append(abs(math.log(min(m[key] for m in a) / min(m[key] for m in b))))
+        base_signed.append(math.log(min(m["baseline_best_window_ms"] for m in a)
+                                    / min(m["baseline_best_window_ms"] for m in b)))
+    tasks = set(by_task)
     if not sp:
         return {"runs_per_side": k, "candidates": 0}
     # what share of the measured tasks of the same kinds (C, PyTorch) the sample covers
@@ -480,7 +495,9 @@ def reproducibility_pooled(ds: Dataset, runs_per_side: int = 3) -> dict[str, Any
     return {"runs_per_side": k, "candidates": len(sp), "tasks": len(tasks), "task_kinds": sorted(kinds),
             "share_of_measured_tasks": len(tasks) / len(measured),
             "speedup_median_abs_log_ratio": statistics.median(sp),
+            "speedup_ci95": median_ci95_over_tasks(by_task),
             "baseline_median_abs_log_ratio": statistics.median(base),
+            "baseline_median_log_ratio": statistics.median(base_signed),
             "candidate_median_abs_log_ratio": statistics.median(cand)}
 
 
