@@ -14,7 +14,7 @@ app = typer.Typer(
 
 # The command modules, in the order `cudaperf --help` lists their commands. Each has register(app), which adds its
 # commands or sub-app; a new module is one more name here. Heavy imports stay inside the command functions.
-COMMAND_MODULES = ("harness", "dataset", "ranker")
+COMMAND_MODULES = ("harness", "dataset", "ranker", "eval")
 
 for _name in COMMAND_MODULES:
     import_module(f"{__name__}.{_name}").register(app)

