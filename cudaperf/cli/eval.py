@@ -102,7 +102,10 @@ def eval_command(
     if ts.excluded:
         console.print(f"  {len(ts.excluded)} tasks of the set excluded (listed in {out}/run.json and the report)")
     try:
-        pol = load_policy(policy, concurrency=concurrency, batch_size=batch_size)
+        kind = policy.split(":", 1)[0]
+        opts = ({"concurrency": concurrency} if kind == "openai" else
+                {"batch_size": batch_size} if kind in ("embedded", "hf") else {})
+        pol = load_policy(policy, **opts)
     except (PolicyError, ValueError, FileNotFoundError) as exc:
         _fail(f"policy {policy}: {exc}")
     harness = HarnessSettings(budget_ms=timing_budget_ms)

@@ -60,7 +60,7 @@ class Evaluator:
         reuse = set(reuse_any)
         todo = [it for it in items
                 if (it[0], it[1]) not in latest
-                or (latest[(it[0], it[1])].status != "scored" and (it[0], it[1]) not in reuse)]
+                or (not self._final(latest[(it[0], it[1])]) and (it[0], it[1]) not in reuse)]
         if todo:
             t0 = time.monotonic()
             if self.compile_only:
@@ -79,6 +79,12 @@ class Evaluator:
         if missing:
             raise RuntimeError(f"the harness returned no result for {missing[:3]} (of {len(missing)})")
         return [latest[(t, c)] for t, c, _ in items]
+
+    def _final(self, r: EvaluationResult) -> bool:
+        """A stored result that is not judged again: scored ones, and a compile-only run's own "not run" verdicts
+        (a harness fault, unscored, is retried)."""
+        return r.status == "scored" or (self.compile_only and r.failure is not None
+                                        and r.failure.message.startswith("compile-only run:"))
 
     def _compile_only(self, items: Sequence[Item]) -> None:
         from cudaperf.harness.compile import ToolchainError
