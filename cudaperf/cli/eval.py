@@ -151,9 +151,9 @@ def _write_and_print(run_dir: Path) -> None:
     paths = write_report(run_dir)
     import json
 
-    metrics = json.loads(Path(paths.metrics).read_text())
+    metrics = json.loads(Path(paths.metrics_json).read_text())
     print_summary(metrics, console)
-    console.print(f"report: {paths.html}")
+    console.print(f"report: {paths.report_html}")
 
 
 def report_command(

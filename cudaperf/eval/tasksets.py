@@ -1,8 +1,8 @@
 """Task sets ``cudaperf eval --tasks SPEC`` understands, with what the report groups by (family, level).
 
 =====================  ==========================================================================================
-``small`` (default)    12 held-out C tasks of the built-in dataset's task split, spread over its families (minutes
-                       on one GPU)
+``small[:N]``          12 (or N) held-out C tasks of the built-in dataset's task split, spread over its families
+                       (the default; minutes on one GPU)
 ``test``               the built-in dataset's held-out tasks by task (kept by the paper's filter), C and PyTorch;
                        ``test:c`` / ``test:pytorch`` for one kind
 ``test-family``        the held-out families' tasks (families never seen in training); ``:c`` / ``:pytorch`` too
@@ -96,6 +96,8 @@ def _kernelbench_level(path: str) -> str | None:
 def load_taskset(spec: str) -> TaskSet:
     """The tasks of ``spec`` (see the module docstring); TaskError with what is wrong and what is accepted."""
     name, _, arg = spec.partition(":")
+    if name == "small" and arg.isdigit():
+        return _dataset_set(spec, "split_task", "c", limit_spread=int(arg))
     if name in ("small", "test", "test-family"):
         if arg not in ("", "c", "pytorch"):
             raise TaskError(f"--tasks {spec}: after '{name}:' give 'c' or 'pytorch'")
