@@ -2,7 +2,7 @@
 does each turn) against judged one after another with ``evaluate`` (each call prepares the task afresh: hidden
 inputs, reference outputs, the sequential baseline).
 
-    python benchmarks/refine_round.py --out DIR [--task TASK_ID] [--samples 16] [--timing-budget-ms 500]
+    python benchmarks/refine_round.py --out DIR [--task TASK_ID] [--samples 16] [--timing-budget-ms 500] [--max-reps 30]
 
 The 16 answers are the dataset's variants of the task (cycled), each made a new source by a comment, so every one
 goes through nvcc (no cache hit), as model samples would. Both arms get the same 16 sources, each with its own
@@ -45,6 +45,7 @@ def main() -> None:
     ap.add_argument("--task", default=None)
     ap.add_argument("--samples", type=int, default=16)
     ap.add_argument("--timing-budget-ms", type=float, default=500.0)
+    ap.add_argument("--max-reps", type=int, default=30, help="as cudaperf eval's default")
     ap.add_argument("--skip-sequential", action="store_true")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -54,7 +55,7 @@ def main() -> None:
     from cudaperf.harness.settings import HarnessSettings
 
     task, codes = _answers(args.task, args.samples)
-    settings = HarnessSettings(budget_ms=args.timing_budget_ms)
+    settings = HarnessSettings(budget_ms=args.timing_budget_ms, max_reps=args.max_reps)
 
     def fresh(tag: str) -> list[str]:
         nonce = uuid.uuid4().hex
@@ -80,7 +81,8 @@ def main() -> None:
         arms["one_by_one"] = {"wall_s": round(wall, 2), "per_min": round(60 * len(seq) / wall, 1),
                               "correct": sum(r.correct for r in seq), "n": len(seq),
                               "speedups": [r.speedup for r in seq]}
-    out = {"task": task.id, "samples": args.samples, "timing_budget_ms": args.timing_budget_ms, "arms": arms}
+    out = {"task": task.id, "samples": args.samples, "timing_budget_ms": args.timing_budget_ms,
+           "max_reps": args.max_reps, "arms": arms}
     if "one_by_one" in arms:
         out["ratio"] = round(arms["round"]["per_min"] / arms["one_by_one"]["per_min"], 2)
     (args.out / "refine_round.json").write_text(json.dumps(out, indent=2) + "\n")

@@ -68,6 +68,8 @@ def eval_command(
                                                 "(stop reason 'budget')."),
     timing_budget_ms: float = typer.Option(500.0, "--timing-budget-ms", help="Timing per correct candidate "
                                            "(adaptive repetitions stop past it or once cv < 2 %)."),
+    max_reps: int = typer.Option(30, "--max-reps", help="Timed calls per correct candidate at most (at least 5, the "
+                                 "paper's; the dataset's measurement takes up to 100)."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write metrics.json and report.html at the end."),
 ) -> None:
     """Run a policy on a benchmark with multi-turn refinement, judge every answer in the harness, and report."""
@@ -108,7 +110,7 @@ def eval_command(
         pol = load_policy(policy, **opts)
     except (PolicyError, ValueError, FileNotFoundError) as exc:
         _fail(f"policy {policy}: {exc}")
-    harness = HarnessSettings(budget_ms=timing_budget_ms)
+    harness = HarnessSettings(budget_ms=timing_budget_ms, max_reps=max_reps)
     total = len(ts.tasks) * samples * turns
     with _progress_columns() as bar:
         gen_t = bar.add_task("generate", total=total, rate="")
@@ -131,6 +133,7 @@ def eval_command(
                                settings_record={"policy_spec": policy, "concurrency": concurrency,
                                                 "batch_size": batch_size, "summarizer": summarizer,
                                                 "fewshot": fewshot, "timing_budget_ms": timing_budget_ms,
+                                                "max_reps": max_reps,
                                                 "ranker": str(ranker) if ranker else None})
         except RunDirError as exc:
             _fail(str(exc))

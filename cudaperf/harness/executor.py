@@ -345,15 +345,25 @@ def _run_batch(tasks, jobs, store, *, settings: HarnessSettings, gpus, compile_w
             if not burst[0] and alive[0] > 0 and not work.empty() and ready.qsize() <= low_water:
                 set_burst(True)
 
+    def prepare_one(tid: str):
+        try:
+            seed = seed_of(tid) if seed_of is not None else None
+            return prepare_task(by_id[tid], settings, seed, defer_baseline=True), None
+        except (HarnessError, ToolchainError, OSError) as exc:
+            return None, f"{type(exc).__name__}: {exc}"
+
     def prepare(tid: str):
+        # A c_function task's preparation (hidden inputs, reference outputs on the CPU; its baseline is timed
+        # later, by the GPU worker) runs while its candidates still compile on the pool, and is dropped when none
+        # of them compiled. Other kinds time their baseline while preparing: after the compiles.
+        early = bool(gpus) and isinstance(by_id[tid], CFunctionTask)
+        prep, err = prepare_one(tid) if early else (None, None)
         task_jobs = jobs_of(tid)
         if not gpus or not task_jobs:
             return tid, task_jobs, None, None
-        try:
-            seed = seed_of(tid) if seed_of is not None else None
-            return tid, task_jobs, prepare_task(by_id[tid], settings, seed, defer_baseline=True), None
-        except (HarnessError, ToolchainError, OSError) as exc:
-            return tid, task_jobs, None, f"{type(exc).__name__}: {exc}"
+        if not early:
+            prep, err = prepare_one(tid)
+        return tid, task_jobs, prep, err
 
     stop = threading.Event()
     errors: list[BaseException] = []
