@@ -112,3 +112,27 @@ def test_a_killed_eval_resumes_with_nothing_lost_or_duplicated(tmp_path, kill_af
     ok = subprocess.run(_cli([*common, "--out", str(whole)]), capture_output=True, text=True, env=env, timeout=600)
     assert ok.returncode == 0, ok.stdout[-3000:]
     assert _comparable(turns) == _comparable(_lines(whole / "turns.jsonl"))
+
+
+def test_cli_says_plainly_what_is_wrong(tmp_path):
+    from typer.testing import CliRunner
+
+    from cudaperf.cli import app
+
+    from cudaperf.harness.environment import gpu_count
+
+    runner = CliRunner()
+    if gpu_count() == 0:
+        no_gpu = runner.invoke(app, ["eval", "--policy", "oracle", "--out", str(tmp_path / "r")])
+        text = " ".join(no_gpu.output.split())
+        assert no_gpu.exit_code == 2 and "no NVIDIA GPU is visible" in text and "--compile-only" in text
+        assert not (tmp_path / "r").exists()  # nothing generated, nothing written
+    bad_tasks = runner.invoke(app, ["eval", "--compile-only", "--tasks", "nonesuch", "--out", str(tmp_path / "r")])
+    assert bad_tasks.exit_code == 2 and "not a task set" in bad_tasks.output
+    bad_policy = runner.invoke(app, ["eval", "--compile-only", "--policy", "gpt", "--tasks", "builtin", "--limit",
+                                     "1", "--out", str(tmp_path / "r")])
+    assert bad_policy.exit_code == 2 and "the forms are" in bad_policy.output
+    missing = runner.invoke(app, ["eval", "--compile-only", "--policy", f"replay:{tmp_path / 'none.jsonl'}",
+                                  "--tasks", "builtin", "--limit", "1", "--out", str(tmp_path / "r")])
+    assert missing.exit_code == 2 and "does not exist" in " ".join(missing.output.split())
+    assert runner.invoke(app, ["report", str(tmp_path / "nowhere")]).exit_code == 2
