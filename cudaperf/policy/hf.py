@@ -1,0 +1,322 @@
+"""A local transformers model as a policy: ``AutoModelForCausalLM`` + ``AutoTokenizer``, an optional PEFT adapter.
+
+Decisions:
+
+* Prompts are the tokenizer's own chat template with the generation prompt (``apply_chat_template(...,
+  add_generation_prompt=True)``); where the installed transformers offers it, control tokens inside messages (a
+  ``<|im_end|>`` in a compiler log or in echoed code) are encoded as text (``sanitize_control_tokens``), so
+  feedback cannot end a turn early. A tokenizer without a chat template is refused (:class:`PolicyError`): guessing
+  one would give prompts the model was never trained on.
+* Batches are left-padded and sorted by prompt length (less padding); results come back in request order.
+* Sampling is the policy's own, not the model's ``generation_config.json``: temperature and top-p are applied by a
+  logits processor that draws each row with its own ``torch.Generator`` seeded from ``params.seed`` and the
+  request's key (:func:`cudaperf.policy.common.derive_seed`), then hands ``generate`` a one-hot choice to take
+  greedily. A request's sample therefore depends on its seed, not on the other requests in its batch (up to the
+  floating-point noise that padding brings), and ``temperature == 0`` is plain greedy decoding. The model's stored
+  generation defaults (temperature, repetition penalty, ...) are set aside during ``generate``; only its EOS, pad
+  and BOS ids are kept.
+* A request ends with ``stop`` at the first EOS (counted in ``completion_tokens``, left out of the text) and with
+  ``length`` when it used its token budget: ``max_new_tokens``, or what is left of the model's context after the
+  prompt, whichever is smaller. A prompt that fills the context gets an error Generation
+  (``extra["error_type"] == "context_length_exceeded"``); so does a batch that fails (after halving it on a CUDA
+  out-of-memory error, down to one request).
+* ``latency_s`` is the wall time of the batch the request ran in.
+* ``device="auto"`` takes the first CUDA GPU when there is one, else the CPU; ``dtype="auto"`` is bfloat16 on a GPU
+  that supports it (float16 otherwise) and float32 on the CPU.
+* One lock serialises ``generate``: the policy can be shared by threads (the HTTP server in ``serve.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import inspect
+import threading
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from cudaperf.policy.base import Generation, Message, PolicyError, Request, SamplingParams
+from cudaperf.policy.common import derive_seed
+
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.gguf")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:  # pragma: no cover - torch is a dependency of the train/test extras
+        raise PolicyError("the hf policy needs torch and transformers: pip install 'cudaperf[train]'") from e
+    return torch
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; an explicit CUDA device without a GPU is an error."""
+    torch = _torch()
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise PolicyError(f"device {device!r} asked for, but torch sees no CUDA GPU: use device='cpu' or 'auto'")
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> Any:
+    torch = _torch()
+    if dtype not in DTYPES:
+        raise PolicyError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    if dtype == "auto":
+        if device.startswith("cuda"):
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    return getattr(torch, dtype)
+
+
+def check_model_dir(model_dir: str | Path) -> Path:
+    """The directory as a Path, or a :class:`PolicyError` that names it and says what is missing."""
+    path = Path(model_dir).expanduser()
+    if not path.exists():
+        raise PolicyError(f"model directory {path} does not exist: give the directory that save_pretrained wrote "
+                          "(config.json, weights, tokenizer files)")
+    if not path.is_dir():
+        raise PolicyError(f"{path} is not a directory: give the directory that save_pretrained wrote")
+    if not (path / "config.json").is_file() or not any(any(path.glob(p)) for p in WEIGHT_PATTERNS):
+        raise PolicyError(f"{path} holds no transformers model: expected config.json and weights "
+                          "(model.safetensors or pytorch_model.bin), as written by save_pretrained")
+    return path
+
+
+class _SeededSampler:
+    """A logits processor that samples each row with its own generator (temperature, then top-p) and returns
+    scores that make greedy decoding take the sampled token."""
+
+    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, device: Any):
+        torch = _torch()
+        self.temperature = temperature
+        self.top_p = top_p
+        self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        torch = _torch()
+        probs = torch.softmax(scores.float() / self.temperature, dim=-1)
+        if self.top_p < 1.0:
+            sorted_p, order = probs.sort(dim=-1, descending=True)
+            # drop a token when the tokens above it already hold top_p of the mass (the first always stays)
+            drop = (sorted_p.cumsum(dim=-1) - sorted_p) >= self.top_p
+            probs = torch.zeros_like(probs).scatter(-1, order, sorted_p.masked_fill(drop, 0.0))
+        picks = torch.cat([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(self.generators)])
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter(1, picks.view(-1, 1), 0.0)
+
+
+class HFPolicy:
+    """A transformers causal LM (and optional PEFT adapter) answering chat requests in batches."""
+
+    def __init__(self, model_dir: str | Path, adapter: str | Path | None = None, device: str = "auto",
+                 dtype: str = "auto", batch_size: int = 16, context_tokens: int | None = None):
+        path = check_model_dir(model_dir)
+        adapter_path = None
+        if adapter is not None:
+            adapter_path = Path(adapter).expanduser()
+            if not (adapter_path / "adapter_config.json").is_file():
+                raise PolicyError(f"adapter directory {adapter_path} holds no PEFT adapter (no adapter_config.json): "
+                                  "give the directory that PeftModel.save_pretrained wrote")
+        dev = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype, dev)
+        try:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as e:  # pragma: no cover
+            raise PolicyError("the hf policy needs transformers: pip install 'cudaperf[train]'") from e
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path)
+        except Exception as e:
+            raise PolicyError(f"cannot load a tokenizer from {path}: {type(e).__name__}: {e} "
+                              "(save the tokenizer next to the model with tokenizer.save_pretrained)") from e
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
+        except Exception as e:
+            raise PolicyError(f"cannot load a causal LM from {path}: {type(e).__name__}: {e}") from e
+        if adapter_path is not None:
+            try:
+                from peft import PeftModel
+            except ImportError as e:
+                raise PolicyError("an adapter needs peft: pip install peft") from e
+            try:
+                model = PeftModel.from_pretrained(model, str(adapter_path))
+            except Exception as e:
+                raise PolicyError(f"cannot load the PEFT adapter {adapter_path} onto {path}: "
+                                  f"{type(e).__name__}: {e}") from e
+        model.to(dev)
+        model.eval()
+        name = f"hf:{path}" + (f"+{adapter_path}" if adapter_path is not None else "")
+        self._setup(model, tokenizer, name=name, batch_size=batch_size, context_tokens=context_tokens)
+        self.model_dir: Path | None = path
+        self.adapter: Path | None = adapter_path
+
+    @classmethod
+    def from_loaded(cls, model: Any, tokenizer: Any, name: str = "hf:in-memory", batch_size: int = 16,
+                    context_tokens: int | None = None) -> "HFPolicy":
+        """A policy over a model and tokenizer already in memory (a trainer's model, on its device)."""
+        self = cls.__new__(cls)
+        self._setup(model, tokenizer, name=name, batch_size=batch_size, context_tokens=context_tokens)
+        self.model_dir = None
+        self.adapter = None
+        return self
+
+    def _setup(self, model: Any, tokenizer: Any, *, name: str, batch_size: int, context_tokens: int | None) -> None:
+        from transformers import GenerationConfig
+
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        if not getattr(tokenizer, "chat_template", None):
+            raise PolicyError(f"the tokenizer of {name} has no chat template: set tokenizer.chat_template (a Jinja "
+                              "string) and save it with the model")
+        self.name = name
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.device = next(model.parameters()).device
+        self._lock = threading.Lock()
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        self._base = base
+        stored = getattr(base, "generation_config", None)
+        eos: list[int] = []
+        for v in (getattr(stored, "eos_token_id", None), tokenizer.eos_token_id):
+            for i in (v if isinstance(v, (list, tuple)) else [v]):
+                if i is not None and int(i) not in eos:
+                    eos.append(int(i))
+        if not eos:
+            raise PolicyError(f"{name} has no EOS token (neither its tokenizer nor its generation config names one)")
+        self.eos_ids = tuple(eos)
+        pad = tokenizer.pad_token_id
+        if pad is None:
+            pad = getattr(stored, "pad_token_id", None)
+        self.pad_id = int(pad) if pad is not None else self.eos_ids[0]
+        bos = getattr(stored, "bos_token_id", None)
+        if bos is None:
+            bos = tokenizer.bos_token_id
+        self._clean_generation_config = GenerationConfig(eos_token_id=list(self.eos_ids), pad_token_id=self.pad_id,
+                                                         bos_token_id=bos)
+        if context_tokens is None:
+            config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+            context_tokens = getattr(config, "max_position_embeddings", None)
+        self._context_tokens = int(context_tokens) if context_tokens else None
+        params = inspect.signature(tokenizer.apply_chat_template).parameters
+        self._template_kwargs = {"sanitize_control_tokens": True} if "sanitize_control_tokens" in params else {}
+
+    @property
+    def context_tokens(self) -> int | None:
+        return self._context_tokens
+
+    def _encode(self, messages: Sequence[Message]) -> list[int]:
+        chat = [{"role": str(m["role"]), "content": str(m.get("content") or "")} for m in messages]
+        enc = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=True,
+                                                 **self._template_kwargs)
+        ids = enc["input_ids"]
+        return [int(i) for i in (ids[0] if ids and isinstance(ids[0], list) else ids)]
+
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        return len(self._encode(messages))
+
+    def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[Generation]:
+        with self._lock:
+            return self._generate(list(requests), params)
+
+    def _generate(self, requests: list[Request], params: SamplingParams) -> list[Generation]:
+        out: list[Generation | None] = [None] * len(requests)
+        work: list[tuple[int, list[int], int, int]] = []  # (index, prompt ids, token budget, seed)
+        for i, r in enumerate(requests):
+            try:
+                ids = self._encode(r.messages)
+            except Exception as e:
+                out[i] = _error(f"cannot build the prompt: {type(e).__name__}: {e}")
+                continue
+            budget = params.max_new_tokens
+            if self._context_tokens is not None:
+                if len(ids) >= self._context_tokens:
+                    out[i] = _error(f"the prompt has {len(ids)} tokens: it does not fit the context of "
+                                    f"{self._context_tokens} tokens", prompt_tokens=len(ids),
+                                    error_type="context_length_exceeded")
+                    continue
+                budget = min(budget, self._context_tokens - len(ids))
+            work.append((i, ids, budget, derive_seed(params.seed, r)))
+        work.sort(key=lambda w: len(w[1]))
+        for start in range(0, len(work), self.batch_size):
+            chunk = work[start:start + self.batch_size]
+            for (i, *_), g in zip(chunk, self._run_batch(chunk, params)):
+                out[i] = g
+        return [g if g is not None else _error("internal: no generation") for g in out]
+
+    def _run_batch(self, chunk: list[tuple[int, list[int], int, int]], params: SamplingParams) -> list[Generation]:
+        torch = _torch()
+        try:
+            return self._batch(chunk, params)
+        except torch.cuda.OutOfMemoryError as e:
+            if len(chunk) == 1:
+                return [_error(f"CUDA out of memory for one request: {e}")]
+            torch.cuda.empty_cache()
+            half = len(chunk) // 2
+            return self._run_batch(chunk[:half], params) + self._run_batch(chunk[half:], params)
+        except Exception as e:
+            return [_error(f"generation failed: {type(e).__name__}: {e}", prompt_tokens=len(ids))
+                    for _, ids, _, _ in chunk]
+
+    def _batch(self, chunk: list[tuple[int, list[int], int, int]], params: SamplingParams) -> list[Generation]:
+        from transformers import LogitsProcessorList
+
+        torch = _torch()
+        width = max(len(ids) for _, ids, _, _ in chunk)
+        input_ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        for row, (_, ids, _, _) in enumerate(chunk):
+            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            mask[row, width - len(ids):] = 1
+        max_new = max(b for _, _, b, _ in chunk)
+        seeds = [s for _, _, _, s in chunk]
+        config = copy.deepcopy(self._clean_generation_config)
+        config.max_new_tokens = max_new
+        config.do_sample = False
+        config.num_beams = 1
+        processors = LogitsProcessorList()
+        if params.temperature > 0:
+            processors.append(_SeededSampler(seeds, params.temperature, params.top_p, self.device))
+        stored = getattr(self._base, "generation_config", None)
+        t0 = time.perf_counter()
+        try:
+            if stored is not None:
+                self._base.generation_config = self._clean_generation_config
+            with torch.inference_mode():
+                seqs = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
+                                           generation_config=config, logits_processor=processors)
+        finally:
+            if stored is not None:
+                self._base.generation_config = stored
+        latency = time.perf_counter() - t0
+        new = seqs[:, width:].tolist()
+        gens = []
+        for row, (_, ids, budget, seed) in enumerate(chunk):
+            tokens = new[row][:budget]
+            end = next((k for k, t in enumerate(tokens) if t in self.eos_ids), None)
+            if end is not None:
+                text_ids, n, reason = tokens[:end], end + 1, "stop"
+            else:
+                text_ids, n, reason = tokens, len(tokens), "length"
+            text = self.tokenizer.decode(text_ids, skip_special_tokens=True)
+            gens.append(Generation(text=text, prompt_tokens=len(ids), completion_tokens=n, finish_reason=reason,
+                                   latency_s=latency, extra={"seed": seed, "batch": len(chunk)}))
+        return gens
+
+    def close(self) -> None:
+        with self._lock:
+            for attr in ("model", "_base", "tokenizer"):
+                if hasattr(self, attr):
+                    setattr(self, attr, None)
+            gc.collect()
+            torch = _torch()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+
+
+def _error(message: str, prompt_tokens: int | None = None, error_type: str = "generation_failed") -> Generation:
+    return Generation(text="", prompt_tokens=prompt_tokens, completion_tokens=0, finish_reason="error",
+                      error=message, extra={"error_type": error_type})
