@@ -49,7 +49,7 @@ def eval_command(
     max_new_tokens: int = typer.Option(1536, "--max-new-tokens", help="New tokens per answer (the paper's 1536)."),
     seed: int = typer.Option(0, help="Seed of sampling and of the few-shot draw."),
     concurrency: int = typer.Option(8, help="openai policies: requests in flight at once."),
-    batch_size: int = typer.Option(16, "--batch-size", help="Local models: prompts per generate call; also how "
+    batch_size: int = typer.Option(64, "--batch-size", help="Local models: prompts per generate call; also how "
                                    "many answers are recorded at a time."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N tasks of the set."),
     task_ids: Optional[str] = typer.Option(None, "--task-ids", help="Comma-separated task ids of the set."),

@@ -153,6 +153,11 @@ def embedded_model_dir(gguf: str | Path | None = None) -> tuple[Path, bool]:
     return out, True
 
 
+KNOWN_GGUFS = {"b179c9523d0e6a0f": "SmolLM2-135M-Instruct.Q4_1"}
+"""sha256 prefix -> the name a run records, so that a copy of the package's file under another name (a GPU machine's
+joined parts) is still named for what it is."""
+
+
 class EmbeddedPolicy(HFPolicy):
     """SmolLM2-135M-Instruct (or the GGUF in ``$CUDAPERF_EMBEDDED_GGUF``) through :class:`HFPolicy`."""
 
@@ -162,7 +167,8 @@ class EmbeddedPolicy(HFPolicy):
         model_dir, converted = embedded_model_dir(gguf)
         super().__init__(model_dir, device=device, dtype=dtype, batch_size=batch_size, context_tokens=context_tokens)
         source = json.loads((model_dir / "source.json").read_text())
-        self.name = f"embedded:{Path(source['gguf']).name.split('.')[0]}"
+        known = KNOWN_GGUFS.get(str(source.get("sha256", ""))[:16])
+        self.name = f"embedded:{known or Path(source['gguf']).name.split('.')[0]}"
         self.converted = converted
         """Whether this load converted the GGUF (False: read from the cache)."""
         self.load_s = time.perf_counter() - t0
