@@ -42,7 +42,10 @@ def test_ids_follow_relative_paths(tmp_path):
     src = (builtin_pytorch_dir() / "relu.py").read_text()
     (tmp_path / "level1").mkdir()
     (tmp_path / "level1" / "19_ReLU.py").write_text(src)
-    assert [t.id for t in load_pytorch_tasks(tmp_path)] == ["level1_19_ReLU"]
+    (tmp_path / "level1" / "1_Square_matrix_multiplication_.py").write_text(src)
+    (tmp_path / "level1" / "2 odd-name.py").write_text(src)
+    assert [t.id for t in load_pytorch_tasks(tmp_path)] == [
+        "level1_19_ReLU", "level1_1_Square_matrix_multiplication_", "level1_2_odd_name"]
 
 
 torch = pytest.importorskip("torch")

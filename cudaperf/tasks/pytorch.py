@@ -60,8 +60,11 @@ def _problem_errors(tree: ast.Module) -> list[str]:
 
 
 def task_id_for(path: Path, root: Path) -> str:
+    """The relative path without ``.py``, folders joined by ``_``: a file's stem is kept whole (KernelBench's
+    ``level1/1_Square_matrix_multiplication_.py`` is ``level1_1_Square_matrix_multiplication_``), and only other
+    characters than letters, digits and ``_`` become ``_``."""
     rel = path.relative_to(root) if path != root else Path(path.name)
-    return re.sub(r"[^A-Za-z0-9_]+", "_", str(rel.with_suffix(""))).strip("_")
+    return "_".join(re.sub(r"[^A-Za-z0-9_]+", "_", part) for part in rel.with_suffix("").parts)
 
 
 def load_pytorch_tasks(path: str | Path) -> list[PyTorchTask]:
