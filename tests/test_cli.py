@@ -27,6 +27,22 @@ def test_check_exit_codes(fixtures_dir, tmp_path):
     assert missing.exit_code == 2 and "not found" in missing.output
 
 
+def test_check_runs_the_pytorch_checks_on_modelnew_files(fixtures_dir, tmp_path):
+    ok = runner.invoke(app, ["check", str(fixtures_dir / "pytorch" / "relu_modelnew.py")])
+    assert ok.exit_code == 0 and "ModelNew" in ok.output
+    cheat = tmp_path / "cheat.py"
+    cheat.write_text(
+        "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
+        "src = '__global__ void noop(float* x) { }\\ntorch::Tensor run(torch::Tensor a) "
+        "{ noop<<<1, 1>>>(a.data_ptr<float>()); return a; }'\n"
+        "ext = load_inline(name='x', cpp_sources='torch::Tensor run(torch::Tensor a);', cuda_sources=src, "
+        "functions=['run'])\n"
+        "class ModelNew(nn.Module):\n    def forward(self, a, b):\n        ext.run(a)\n"
+        "        return torch.matmul(a, b)\n")
+    bad = runner.invoke(app, ["check", str(cheat)])
+    assert bad.exit_code == 1 and "torch.matmul" in bad.output
+
+
 def test_evaluate_reports_bad_input_clearly(tmp_path, fixtures_dir):
     r = runner.invoke(app, ["evaluate", "--task", "no_such_task", "--candidate", str(fixtures_dir / "saxpy" / "oob.cu")])
     assert r.exit_code == 2 and "no task with id 'no_such_task'" in r.output

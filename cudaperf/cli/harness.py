@@ -167,12 +167,29 @@ def check(
     if ext.code is None:
         console.print("[red]rejected[/]: no code found (expected <OUTPUT_CUDA>...</OUTPUT_CUDA> or a code block)")
         raise typer.Exit(1)
-    res = check_source(ext.code, kind=kind, kernel_name=kernel)
-    if res.ok:
-        console.print(f"[green]ok[/]: kernels {', '.join(res.kernels)}; launched {', '.join(res.launched) or '-'}")
-        return
+    import re
+
+    if re.search(r"\bclass\s+ModelNew\b", ext.code):  # a KernelBench-style PyTorch module: the PyTorch checks
+        from cudaperf.tasks.pytorch import check_pytorch_candidate
+
+        chk = check_pytorch_candidate(ext.code)
+        reasons = list(chk.reasons)
+        if chk.ok:
+            console.print("[green]ok[/]: a ModelNew module that passes the PyTorch candidate checks")
+            return
+    else:
+        if kind == "pytorch":  # a fast-path unit (kernel_forward)
+            from cudaperf.harness.torch_fast import check_fast_candidate
+
+            res = check_fast_candidate(ext.code)
+        else:
+            res = check_source(ext.code, kind=kind, kernel_name=kernel)
+        reasons = list(res.reasons)
+        if res.ok:
+            console.print(f"[green]ok[/]: kernels {', '.join(res.kernels)}; launched {', '.join(res.launched) or '-'}")
+            return
     console.print("[red]rejected[/]:")
-    for r in res.reasons:
+    for r in reasons:
         console.print(f"  - {r}")
     raise typer.Exit(1)
 
