@@ -136,3 +136,36 @@ def test_cli_says_plainly_what_is_wrong(tmp_path):
                                   "--tasks", "builtin", "--limit", "1", "--out", str(tmp_path / "r")])
     assert missing.exit_code == 2 and "does not exist" in " ".join(missing.output.split())
     assert runner.invoke(app, ["report", str(tmp_path / "nowhere")]).exit_code == 2
+
+
+def test_task_sets(tmp_path):
+    from cudaperf.eval.tasksets import BABELTOWER_DEFECTS
+    from cudaperf.tasks.pytorch import builtin_pytorch_dir
+    from cudaperf.tasks.schema import TaskError
+
+    small = load_taskset("small")
+    assert len(small.tasks) == 12 and len({m["family"] for m in small.meta.values()}) == 12
+    assert all(t.kind == "c_function" for t in small.tasks)
+    from cudaperf.dataset.store import Dataset, default_dataset_dir
+
+    split = {t["id"]: t["split_task"] for t in Dataset.load(default_dataset_dir()).tasks}
+    assert {split[t.id] for t in load_taskset("test").tasks} == {"test"}
+    fam = load_taskset("test-family:pytorch")
+    assert fam.tasks and all(t.kind == "pytorch" for t in fam.tasks)
+    # a KernelBench-shaped checkout: levels 1-3 are the benchmark, level 4 is listed as excluded
+    src = (builtin_pytorch_dir() / "relu.py").read_text()
+    for level, name in [("level1", "19_ReLU.py"), ("level2", "1_Conv.py"), ("level4", "1_Big.py")]:
+        (tmp_path / "KernelBench" / level).mkdir(parents=True)
+        (tmp_path / "KernelBench" / level / name).write_text(src)
+    kb = load_taskset(f"kernelbench:{tmp_path}")
+    assert [t.id for t in kb.tasks] == ["level1_19_ReLU", "level2_1_Conv"] and list(kb.excluded) == ["level4_1_Big"]
+    assert [kb.meta[t.id]["level"] for t in kb.tasks] == ["level1", "level2"]
+    one = load_taskset(f"kernelbench:{tmp_path / 'KernelBench' / 'level4'}")
+    assert [t.id for t in one.tasks] == ["1_Big"] and one.meta["1_Big"]["level"] == "level4"
+    bt = load_taskset("babeltower") if (Path(__file__).parents[2] / "shared" / "data" / "babeltower").exists() else None
+    if bt is not None:
+        assert set(bt.excluded) == set(BABELTOWER_DEFECTS) and len(bt.tasks) == 233 - len(BABELTOWER_DEFECTS)
+    with pytest.raises(TaskError, match="not a task set"):
+        load_taskset("nonesuch")
+    with pytest.raises(TaskError, match="not in --tasks"):
+        select(small, task_ids=["nope"])

@@ -123,8 +123,14 @@ def load_taskset(spec: str) -> TaskSet:
         if (root / "KernelBench").is_dir():
             root = root / "KernelBench"
         tasks = load_pytorch_tasks(root)
+        excluded = {}
+        if not _kernelbench_level(root.name):  # the whole benchmark: its 250 problems are levels 1 to 3
+            excluded = {t.id: "level 4 is not among KernelBench's 250 problems (levels 1-3); give its folder to run it"
+                        for t in tasks if _kernelbench_level(t.id) == "level4"}
+            tasks = [t for t in tasks if t.id not in excluded]
         return TaskSet(spec, "kernelbench", tuple(tasks),
-                       {t.id: {"family": None, "level": _kernelbench_level(t.path or t.id)} for t in tasks})
+                       {t.id: {"family": None, "level": _kernelbench_level(t.id) or _kernelbench_level(root.name)}
+                        for t in tasks}, excluded)
     if name == "pytorch" and not arg:
         from cudaperf.tasks.pytorch import builtin_pytorch_dir, load_pytorch_tasks
 
