@@ -127,36 +127,18 @@ class Evaluator:
             list(pool.map(one, items))
 
     def _pytorch_compile_only(self, task, cid: str, completion: str) -> EvaluationResult:
-        import re
-
-        from cudaperf.harness.compile import ToolchainError
-        from cudaperf.harness.evaluate import base_result, compile_failure, unscored
+        from cudaperf.harness.evaluate import base_result, unscored
         from cudaperf.harness.extract import extract_code
-        from cudaperf.harness.result import Failure, FailureKind
-        from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate
-        from cudaperf.tasks.pytorch import check_pytorch_candidate
+        from cudaperf.harness.run_pytorch import check_and_build
 
         code = extract_code(completion).code
-        res = base_result(task, cid, code, self.settings, None)
-        if code is None:
-            return replace(res, failure=Failure(FailureKind.NO_CODE, "no code found: expected a fast-path CUDA unit "
-                                                "(kernel_forward) or a module defining ModelNew"))
-        modelnew = re.search(r"\bclass\s+ModelNew\b", code) is not None
-        chk = check_pytorch_candidate(code) if modelnew else check_fast_candidate(code)
-        if not chk.ok:
-            return replace(res, stage=Stage.EXTRACTED, static_check_reasons=tuple(chk.reasons),
-                           failure=Failure(FailureKind.STATIC_CHECK, "; ".join(chk.reasons)))
-        res = replace(res, stage=Stage.CHECKED)
+        res, finished, modelnew, _ = check_and_build(task, code, base_result(task, cid, code, self.settings, None),
+                                                     self.settings)
+        if finished:
+            return res
         if modelnew:
             return unscored(res, COMPILE_ONLY_MESSAGE.replace("compiled", "passed the static checks"))
-        try:
-            build = build_fast_candidate(code, arch=self.settings.arch, flags=self.settings.nvcc_flags)
-        except ToolchainError as exc:
-            return unscored(res, f"ToolchainError: {exc}")
-        res = replace(res, compile=build.info)
-        if build.stage != "ok":
-            return replace(res, static_check_reasons=build.reasons, failure=compile_failure(build, task))
-        return unscored(replace(res, stage=Stage.COMPILED), COMPILE_ONLY_MESSAGE)
+        return unscored(res, COMPILE_ONLY_MESSAGE)
 
 
 def results_by_key(results: Sequence[EvaluationResult]) -> Mapping[tuple[str, str], EvaluationResult]:

@@ -16,7 +16,6 @@ result). A run directory holding another run's settings is refused.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -28,6 +27,7 @@ from cudaperf.env.evaluator import Evaluator
 from cudaperf.env.refine import EnvContext, EnvSettings, PolicySummarizer, RefineEnv, TemplateSummarizer, step_batch
 from cudaperf.eval.records import RunHeader, TurnRecord
 from cudaperf.eval.tasksets import TaskSet
+from cudaperf.harness.store import append_line
 from cudaperf.policy.base import Generation, Message, Policy, Request, SamplingParams
 
 GENERATIONS = "generations.jsonl"
@@ -72,17 +72,7 @@ class JsonlAppender:
         self._lock = threading.Lock()
 
     def append(self, row: Mapping[str, Any]) -> None:
-        line = json.dumps(row, allow_nan=False, default=str) + "\n"
-        with self._lock:
-            with self.path.open("a", encoding="utf-8") as fh:
-                if fh.tell() > 0:
-                    with self.path.open("rb") as rf:
-                        rf.seek(-1, os.SEEK_END)
-                        if rf.read(1) != b"\n":
-                            fh.write("\n")
-                fh.write(line)
-                fh.flush()
-                os.fsync(fh.fileno())
+        append_line(self.path, json.dumps(row, allow_nan=False, default=str) + "\n", self._lock)
 
 
 class CachingPolicy:
@@ -226,7 +216,7 @@ def run_eval(policy: Policy, ts: TaskSet, run_dir: str | Path, options: EvalOpti
     if not ts.tasks:
         raise ValueError(f"--tasks {ts.spec} holds no task")
     o = options
-    header = _check_or_write_header(run_dir, _header(policy, ts, o, settings_record or {}))
+    _check_or_write_header(run_dir, _header(policy, ts, o, settings_record or {}))
     cached = CachingPolicy(policy, run_dir / GENERATIONS, chunk=o.chunk)
     recorded_rows = _read_jsonl(run_dir / TURNS)
     recorded = {(r["task_id"], r["sample"], r["turn"]): r for r in recorded_rows}

@@ -297,6 +297,39 @@ def _recheck_timed(prepared: PreparedPyTorch, w: Path) -> str | None:
     return None
 
 
+def check_and_build(task, code: str | None, res, settings: HarnessSettings):
+    """The steps of a PyTorch candidate before any run: its form's static checks (a fast-path unit or a ``ModelNew``
+    module) and the fast path's build. Returns ``(result, finished, modelnew, build)``; ``finished``: the result is
+    final (no code, rejected, not compiled, or a toolchain fault)."""
+    from dataclasses import replace
+
+    from cudaperf.harness.evaluate import compile_failure, unscored
+    from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate
+    from cudaperf.tasks.pytorch import check_pytorch_candidate
+
+    if code is None:
+        return replace(res, failure=Failure(FailureKind.NO_CODE, "no code found: expected a fast-path CUDA unit "
+                                            "(kernel_forward) or a module defining ModelNew")), True, False, None
+    modelnew = re.search(r"\bclass\s+ModelNew\b", code) is not None
+    chk = check_pytorch_candidate(code) if modelnew else check_fast_candidate(code)
+    if not chk.ok:
+        return (replace(res, stage=Stage.EXTRACTED, static_check_reasons=tuple(chk.reasons),
+                        failure=Failure(FailureKind.STATIC_CHECK, "; ".join(chk.reasons))), True, modelnew, None)
+    res = replace(res, stage=Stage.CHECKED)
+    if modelnew:
+        return res, False, True, None
+    try:
+        build = build_fast_candidate(code, arch=settings.arch, flags=settings.nvcc_flags)
+    except ToolchainError as exc:  # nvcc or gcc missing or broken: the harness's fault
+        return unscored(res, f"ToolchainError: {exc}"), True, False, None
+    durations = {"compile_s": build.info.seconds}
+    res = replace(res, compile=build.info, durations_s=durations)
+    if build.stage != "ok":
+        return (replace(res, failure=compile_failure(build, task), static_check_reasons=build.reasons), True, False,
+                build)
+    return replace(res, stage=Stage.COMPILED), False, False, build
+
+
 def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candidate_id: str = "candidate",
                      prepared: PreparedPyTorch | None = None, gpu_index: int | None = None,
                      baseline: TimingStats | None = None, compiled_baseline: TimingStats | None = None,
@@ -312,13 +345,11 @@ def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candid
     from dataclasses import replace
 
     from cudaperf.harness.environment import gpu_count
-    from cudaperf.harness.evaluate import base_result, compile_failure, unscored
+    from cudaperf.harness.evaluate import base_result, unscored
     from cudaperf.harness.extract import extract_code
     from cudaperf.harness.pytorch_reference import prepare_pytorch, time_reference
     from cudaperf.harness.result import GpuEvidence, TestOutcome
-    from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate
     from cudaperf.tasks.inputs import fresh_seed
-    from cudaperf.tasks.pytorch import check_pytorch_candidate
 
     t0 = time.monotonic()
     code = extract_code(completion).code
@@ -326,28 +357,10 @@ def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candid
     res = replace(res, environment=replace(res.environment, timing_method=PYTORCH_TIMING_METHOD,
                                            seeds_policy="fresh seed per evaluation; one trial per seed, "
                                                         "alternating two sizes where the problem allows"))
-    if code is None:
-        return replace(res, failure=Failure(FailureKind.NO_CODE, "no code found: expected a fast-path CUDA unit "
-                                            "(kernel_forward) or a module defining ModelNew"))
-    modelnew = re.search(r"\bclass\s+ModelNew\b", code) is not None
-    chk = check_pytorch_candidate(code) if modelnew else check_fast_candidate(code)
-    if not chk.ok:
-        return replace(res, stage=Stage.EXTRACTED, static_check_reasons=tuple(chk.reasons),
-                       failure=Failure(FailureKind.STATIC_CHECK, "; ".join(chk.reasons)))
-    res = replace(res, stage=Stage.CHECKED)
-    durations: dict[str, float] = {}
-    build = None
-    if not modelnew:
-        try:
-            build = build_fast_candidate(code, arch=settings.arch, flags=settings.nvcc_flags)
-        except ToolchainError as exc:  # nvcc or gcc missing or broken: the harness's fault
-            return unscored(res, f"ToolchainError: {exc}")
-        durations["compile_s"] = build.info.seconds
-        res = replace(res, compile=build.info)
-        if build.stage != "ok":
-            return replace(res, failure=compile_failure(build, task), static_check_reasons=build.reasons,
-                           durations_s=durations)
-        res = replace(res, stage=Stage.COMPILED)
+    res, finished, modelnew, build = check_and_build(task, code, res, settings)
+    if finished:
+        return res
+    durations: dict[str, float] = dict(res.durations_s)
     if gpu_count() == 0:
         return replace(unscored(res, "no NVIDIA GPU is visible (nvidia-smi lists none): the candidate cannot be "
                                      "run here"), durations_s=durations)

@@ -79,19 +79,23 @@ class ResultStore:
     def append(self, result: EvaluationResult) -> None:
         if self.compressed:
             self.check_writable()
-        line = result.to_json() + "\n"
-        with self._lock:
-            with self.path.open("a", encoding="utf-8") as fh:
-                # A previous crash may have left a torn line without a newline: start on a fresh line.
-                if fh.tell() > 0:
-                    with self.path.open("rb") as rf:
-                        rf.seek(-1, os.SEEK_END)
-                        if rf.read(1) != b"\n":
-                            fh.write("\n")
-                fh.write(line)
-                fh.flush()
-                os.fsync(fh.fileno())
+        append_line(self.path, result.to_json() + "\n", self._lock)
 
     def latest(self) -> dict[tuple[str, str], EvaluationResult]:
         """The last record per key (a retried unscored result is superseded by its retry)."""
         return {(r.task_id, r.candidate_id): r for r in self.read()}
+
+
+def append_line(path: Path, line: str, lock: threading.Lock) -> None:
+    """Append one whole line, flushed and synced. A torn last line left by a crash is ended first, so the new line
+    starts on a line of its own (readers skip the torn one)."""
+    with lock:
+        with path.open("a", encoding="utf-8") as fh:
+            if fh.tell() > 0:
+                with path.open("rb") as rf:
+                    rf.seek(-1, os.SEEK_END)
+                    if rf.read(1) != b"\n":
+                        fh.write("\n")
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
