@@ -70,6 +70,21 @@ def test_every_dataset_variant_passes_the_checks():
         (KERNEL + "#include <fstream>\nvoid g() { std::ofstream o(\"tstats.txt\"); }", "file streams"),
         (KERNEL + "static void h() {}\nvoid g() { atexit(h); }", "calls atexit()"),
         (KERNEL + 'void g() { asm volatile("mov $1, %%rax; syscall" ::: "rax"); }', "system calls"),
+        # names that passed the lists before the hostile review (issue 22, item 9)
+        (KERNEL + 'void g() { FILE* s = fopen64("tstats.txt", "a"); }', "calls fopen64()"),
+        (KERNEL + 'void g() { int fd = open64("tstats.txt", 1); }', "calls open64()"),
+        (KERNEL + 'void g() { DIR* d = opendir("/"); }', "calls opendir()"),
+        (KERNEL + 'void g() { struct dirent** l; scandir(".", &l, 0, 0); }', "calls scandir()"),
+        (KERNEL + 'void g() { pid_t p; posix_spawn(&p, "/bin/sh", 0, 0, 0, 0); }', "calls posix_spawn()"),
+        (KERNEL + 'void g() { pid_t p; posix_spawnp(&p, "sh", 0, 0, 0, 0); }', "calls posix_spawnp()"),
+        (KERNEL + "static int h(void*) { return 0; }\nvoid g() { static char s[4096]; clone(h, s + 4096, 0, 0); }",
+         "calls clone()"),
+        (KERNEL + "void g(void* p) { mprotect(p, 4096, 7); }", "calls mprotect()"),
+        (KERNEL + "void g(void* p) { pkey_mprotect(p, 4096, 7, 0); }", "calls pkey_mprotect()"),
+        (KERNEL + "void g() { unshare(0x10000000); }", "calls unshare()"),
+        (KERNEL + 'void g() { mount("none", "/tmp", "tmpfs", 0, 0); }', "calls mount()"),
+        (KERNEL + "void g() { kill(1, 9); }", "calls kill()"),
+        (KERNEL + "void g(struct iovec* a) { process_vm_writev(1, a, 1, a, 1, 0); }", "calls process_vm_writev()"),
     ],
 )
 def test_rejections_have_reasons(src, reason):
@@ -80,6 +95,14 @@ def test_rejections_have_reasons(src, reason):
 def test_commented_out_launch_does_not_count():
     src = "__global__ void k() {}\nvoid f() { // k<<<1,1>>>();\n }"
     assert not check_source(src).ok
+
+
+def test_new_names_do_not_catch_lookalikes():
+    # methods and longer names that contain a forbidden name are not calls of it
+    src = KERNEL + ("void g(Graph* l, Fs& m) { l->link(1); m.mount(); int killcount = skill(2); "
+                    "my_clone(3); (void)killcount; }")
+    r = check_source(src)
+    assert r.ok, r.reasons
 
 
 def test_strings_do_not_trigger_checks():

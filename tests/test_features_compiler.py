@@ -268,9 +268,9 @@ def test_second_call_is_served_from_the_cache(monkeypatch):
 
 def test_candidate_compiles_in_the_sandbox(tmp_path):
     # A header the harness user can read but the sandbox user cannot: outside the sandbox this compiles.
-    from cudaperf.harness.sandbox import sandbox_level
+    from cudaperf.harness.sandbox import base_level
 
-    if sandbox_level() != "namespaces+nobody":
+    if base_level() != "namespaces+nobody":
         pytest.skip("the sandbox does not switch users here")
     private = tmp_path / "private"
     private.mkdir(mode=0o700)

@@ -302,9 +302,11 @@ def doctor() -> None:
             "not found: GPU-work evidence unavailable, results would be unscored")
     except comp.ToolchainError as exc:
         row("CUPTI", False, str(exc))
-    level = sandbox_level()
-    row("sandbox", level != "session", f"{level}" + ("" if level != "session" else
-                                                     ": no namespaces; stray processes and network not contained"))
+    from cudaperf.harness.sandbox import base_level
+
+    level, base = sandbox_level(), base_level()
+    row("sandbox", base != "session", f"{level}" + ("" if base != "session" else
+                                                    ": no namespaces; stray processes and network not contained"))
     inv = gpu_inventory()
     if not inv:
         row("GPU", False, "no NVIDIA GPU visible (nvidia-smi missing or lists none): candidates compile but do "

@@ -3,45 +3,102 @@
 Threat model
 ------------
 The candidate is code written by a model that is rewarded for looking fast and correct. It may be buggy, hostile
-or both. Each run gets:
+or both. Each run gets what this machine allows of the following; what was in force is recorded in every result
+(:func:`sandbox_level` for the defaults, :attr:`SandboxRun.level` per run), and a protection the kernel refuses
+is named there with the reason, never dropped silently.
 
 Covered
-  * a fresh process in its own session, started by ``unshare`` in new PID, mount and network namespaces (with
-    its own /proc) when the OS allows: no network, and when the run ends (or its wall-clock deadline passes) every process it started dies
-    with it, including ones that called ``setsid`` or double-forked;
-  * a hard wall-clock timeout; on expiry the whole process group (and PID namespace) is killed with SIGKILL;
-  * when the harness runs as root: the program runs as ``nobody`` (via ``setpriv``), so it cannot write anywhere
-    outside its private working directory and /tmp-like world-writable places, cannot read the harness's files
-    mode 0700 (the expected outputs never exist as files in the first place), and ``RLIMIT_NPROC`` applies
-    (counted over all of that user's runs at once);
+  * a fresh process in its own session, started by ``unshare`` in new PID, mount and network namespaces when the
+    OS allows: no network, and when the run ends (or its wall-clock deadline passes) every process it started
+    dies with it, including ones that called ``setsid`` or double-forked;
+  * a hard wall-clock timeout; on expiry the whole process group (and PID namespace, and the run's cgroup) is
+    killed with SIGKILL;
+  * a private root (``SandboxLimits.private_root``, on by default; needs the mount namespace): the program sees a
+    tmpfs root holding read-only binds of the system directories (``/usr``, ``/etc``, ``/opt``, the ``/bin``-like
+    links), the harness's Python (its prefix, base prefix and the ``sys.path`` directories outside the checkout),
+    the CUDA toolkit, CUPTI, the ``LD_LIBRARY_PATH`` directories (the driver's libraries), ``/sys`` read-only, a
+    fresh ``/proc``, a minimal ``/dev`` (null, zero, full, random, urandom, every ``/dev/nvidia*`` node), its
+    working directory read-write at its host path, and private ``/tmp`` and ``/dev/shm`` tmpfs capped at
+    ``tmp_bytes`` each that vanish with the run (a run that fills one is ended and reported so). It does not see
+    the checkout's source tree, the harness user's home, the host's ``/tmp`` (other runs' directories, the
+    harness's temporaries) or ``/dev/shm``; those of them that lie under a bound directory are covered by empty
+    read-only tmpfs mounts, and a ``cudaperf`` package installed in a bound site-packages is hidden the same way.
+    The old root is detached (``pivot_root``). The
+    root is built by :mod:`cudaperf.harness.sandbox_root`, run by the harness's own Python as the namespace's
+    first process, which then drops to the sandbox user, loads the seccomp filter and starts the program;
+  * where no mount namespace can be had (or the private root fails its probe), Landlock instead (when the kernel
+    has it): reads limited to the same paths, writes to the working directory and the device nodes only;
+  * seccomp (``SandboxLimits.seccomp``, on by default), two named profiles (:mod:`cudaperf.harness.seccomp_filter`):
+    ``tools`` for nvcc, shells and the PyTorch runner denies the escape calls (ptrace, process_vm_*, mount and the
+    mount API, unshare, setns, namespace clones, kexec, modules, bpf, perf_event_open, io_uring, keys,
+    userfaultfd, personality changes, clock setters...); ``candidate`` for a program that lies in its own working
+    directory (a candidate's build) also denies new processes (fork, vfork, clone without CLONE_THREAD) and every
+    ``execve`` after the program's own. ``deny_exec_remap`` (W^X: no mprotect to executable, no writable and
+    executable mmap) is a separate option, off by default, untried against the CUDA driver;
+  * a memory cap per run (``memory_bytes``) in a cgroup of its own: cgroup v2 ``memory.max`` (swap off,
+    ``memory.oom.group``) where a writable hierarchy has the memory controller, else cgroup v1
+    ``memory.limit_in_bytes``, else ``RLIMIT_DATA``. A cgroup counts what the program really uses, so a CUDA
+    context's huge *reserved* address space costs nothing (``RLIMIT_AS`` would kill every CUDA program); only
+    when no cgroup is writable does the sandbox fall back to ``RLIMIT_DATA`` (private writable mappings: a
+    reservation made ``PROT_NONE`` is not counted, but allocations are), at the same generous value. All runs
+    together are also capped (:func:`default_memory_total_bytes`, three quarters of the host's memory, on the
+    runs' parent cgroup) so that many at once cannot take the host down. A run the OOM killer ends is reported
+    as ended by the memory limit;
+  * a process cap per run (``max_processes`` as the cgroup's ``pids.max``, besides ``RLIMIT_NPROC``); a run that
+    reaches it is ended at once and reported so;
+  * a cap on what the run writes to its working directory (``disk_bytes``, measured every 0.2 s; the run is
+    ended and reported so) besides the per-file ``RLIMIT_FSIZE``;
+  * when the harness runs as root: the program runs as ``nobody``, so it cannot write what it is given
+    read-only, cannot read the harness's files mode 0700 (the expected outputs never exist as files in the first
+    place), and ``RLIMIT_NPROC`` applies;
   * rlimits: CPU seconds, file size (an output flood dies with SIGXFSZ), process count, core dumps off;
   * a scrubbed environment: only PATH, HOME/TMPDIR (the private directory), LANG, the CUDA device selection and
     the loader path the CUDA driver needs;
   * stdout and stderr go to files in the private directory and only a trimmed prefix is read back.
 
+  Every limit that ends a run is the candidate's failure: :meth:`SandboxRun.describe` names it (``limit``). A
+  sandbox that cannot be built, or cannot start the program, raises :class:`SandboxSetupError` instead (a
+  harness fault: it happens before the program runs, so a program cannot cause it).
+
 Not covered
   * GPU memory and GPU time of other processes on the same GPU: the executor never runs two candidates on one
     GPU at once (except ``timing_rounds`` > 1, where a task's trusted variants wait side by side); a GPU fault is
     sticky only for the faulting process, which is then gone;
-  * the trusted driver that times a ``c_function`` candidate shares its process: the static checks (no file
-    access, no raw system calls, no exit hooks) and the symbol check (no C-linkage function but the task's) stop
-    the direct ways to forge its records, but code that rewrites the driver's memory is not ruled out;
-  * side channels, kernel exploits, and reading world-readable files on the host (the candidate can read what
-    ``nobody`` can read);
+  * the trusted driver that times a ``c_function`` candidate shares its process: the static checks and the
+    symbol check stop the direct ways to forge its records, but code that rewrites the driver's memory (writes
+    through pointers, or ``mprotect`` of code while ``deny_exec_remap`` is off) is not ruled out;
+  * side channels, kernel exploits (the seccomp profiles are deny-lists: the calls they allow are the kernel's
+    attack surface), the GPU driver's own ioctls, and reading what the private root binds (system files, the
+    Python installation and its site-packages, the CUDA toolkit, ``/sys``);
+  * ``disk_bytes`` is polled, so a fast writer may pass it by what it writes in 0.2 s (each file stays under
+    ``file_size_bytes``); the host disk itself is not reserved;
+  * under ``RLIMIT_DATA`` (no writable cgroup) an allocation past the cap fails inside the program, which then
+    crashes or exits in its own way: the verdict says so, but cannot tell it from other crashes;
   * if ``unshare`` is not permitted (an unprivileged container), runs fall back to a plain new session: processes
-    that escape the process group by ``setsid`` are then not killed, and the network is not cut. The level in
-    force is recorded in every result (``sandbox_level``).
+    that escape the process group by ``setsid`` are then not killed except through the run's cgroup, the network
+    is not cut, and the file system is limited by Landlock only where the kernel has it.
+
+Switches: each protection is a :class:`SandboxLimits` field; ``CUDAPERF_SANDBOX`` changes their defaults for a
+whole process, e.g. ``CUDAPERF_SANDBOX=-private_root,-seccomp,+deny_exec_remap`` (names: ``private_root``,
+``seccomp``, ``deny_exec_remap``, ``memory_cgroup``, ``landlock``), and ``CUDAPERF_SANDBOX_RO_PATHS`` (``:``
+separated) adds read-only paths to the private root.
 """
 
 from __future__ import annotations
 
+import errno
+import itertools
+import json
 import os
 import resource
+import secrets
 import select
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -50,11 +107,46 @@ from typing import Callable, Mapping, Sequence
 
 NOBODY_UID = 65534
 NOBODY_GID = 65534
+GiB = 1 << 30
+MiB = 1 << 20
+LAUNCHER = Path(__file__).with_name("sandbox_root.py")
+SWITCHES = {"private_root": True, "seccomp": True, "deny_exec_remap": False, "memory_cgroup": True, "landlock": True}
+
+
+def _switch(name: str) -> bool:
+    """The default of a protection switch, changed by ``CUDAPERF_SANDBOX`` (``+name`` / ``-name``)."""
+    value = SWITCHES[name]
+    for tok in os.environ.get("CUDAPERF_SANDBOX", "").replace(" ", "").split(","):
+        if tok.lstrip("+-") == name:
+            value = not tok.startswith("-")
+    return value
+
+
+def _mem_total() -> int:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 16 * GiB
+
+
+def default_memory_bytes() -> int:
+    """A quarter of the host's memory, at least 4 GiB and at most 32 GiB: nvcc on template-heavy code and a
+    PyTorch runner with its inputs fit; a runaway allocation ends long before the host runs short."""
+    return max(4 * GiB, min(32 * GiB, _mem_total() // 4))
+
+
+def default_memory_total_bytes() -> int:
+    """Three quarters of the host's memory, for all sandboxed runs together."""
+    return _mem_total() * 3 // 4
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Resource limits for one run. Defaults fit a candidate test or timing run."""
+    """Resource limits and protections for one run. Defaults fit a candidate test or timing run."""
 
     wall_s: float = 60.0
     cpu_s: int | None = None
@@ -64,12 +156,41 @@ class SandboxLimits:
     max_processes: int = 4096
     """RLIMIT_NPROC: the kernel counts it over *all* processes and threads of the sandbox user, so it must cover
     every sandboxed run alive at once (runners and compiles side by side), not this run alone. It bounds a fork
-    bomb; the PID namespace kills whatever the run started when it ends."""
+    bomb; the PID namespace kills whatever the run started when it ends. Where a cgroup is writable it is also
+    this run's own ``pids.max``, and a run that reaches it is ended."""
     capture_bytes: int = 64 * 1024
     """How much of stdout and of stderr is read back."""
     nice: int = 0
     """Added to the program's niceness (19: runs only on CPU time nothing else wants, as compiles beside timing
     runs do)."""
+    memory_bytes: int | None = None
+    """Host memory of the run (cgroup ``memory.max``, or RLIMIT_DATA where no cgroup is writable); None:
+    :func:`default_memory_bytes`."""
+    disk_bytes: int = 8 * GiB
+    """What the run may add to its working directory, all files together (polled; the run is ended past it)."""
+    tmp_bytes: int = 512 * MiB
+    """Size of each of the private ``/tmp`` and ``/dev/shm`` (tmpfs: it counts as the run's memory too); a run
+    that fills one is ended."""
+    private_root: bool = field(default_factory=lambda: _switch("private_root"))
+    """Run in a private root (see the module's threat model); needs a mount namespace."""
+    landlock: bool = field(default_factory=lambda: _switch("landlock"))
+    """Where no private root can be made: limit the file system with Landlock instead."""
+    seccomp: bool = field(default_factory=lambda: _switch("seccomp"))
+    """Load a seccomp profile before the program starts."""
+    seccomp_profile: str | None = None
+    """``tools`` or ``candidate``; None: ``candidate`` for a program that lies in the run's working directory (a
+    candidate's build, copied in), ``tools`` for anything else (nvcc, a shell, the PyTorch runner)."""
+    deny_exec_remap: bool = field(default_factory=lambda: _switch("deny_exec_remap"))
+    """W^X in the seccomp profile (no mprotect to executable, no writable+executable mmap). Off by default: not
+    yet tried against the CUDA driver's JIT."""
+    memory_cgroup: bool = field(default_factory=lambda: _switch("memory_cgroup"))
+    """Cap memory and processes in a cgroup of the run's own; False: RLIMIT_DATA only."""
+    ro_paths: tuple[str, ...] = ()
+    """More host paths the private root binds read-only."""
+
+    @property
+    def memory(self) -> int:
+        return self.memory_bytes if self.memory_bytes is not None else default_memory_bytes()
 
 
 @dataclass(frozen=True)
@@ -86,10 +207,15 @@ class SandboxRun:
     stdout_truncated: bool
     stderr_truncated: bool
     level: str
+    limit: str | None = None
+    """The sandbox limit that ended the run (the memory cap, the process cap, the disk cap, a full /tmp), in
+    words; None when none did."""
+    memory_note: str | None = None
+    """Said of a failed run when memory was capped by RLIMIT_DATA (an allocation past it fails in the program)."""
 
     @property
     def ok(self) -> bool:
-        return not self.timed_out and self.returncode == 0
+        return not self.timed_out and self.limit is None and self.returncode == 0
 
     @property
     def signal_name(self) -> str | None:
@@ -101,21 +227,28 @@ class SandboxRun:
         return None
 
     def describe(self) -> str:
+        if self.limit:
+            return f"ended by the sandbox: {self.limit}"
         if self.timed_out:
             return f"killed after the {self.wall_s:.1f} s wall-clock limit"
+        note = f" ({self.memory_note})" if self.memory_note and self.returncode != 0 else ""
         if self.signal_name:
-            return f"killed by {self.signal_name}"
-        return f"exit code {self.returncode}"
+            return f"killed by {self.signal_name}{note}"
+        return f"exit code {self.returncode}{note}"
 
 
 def _is_root() -> bool:
     return os.geteuid() == 0
 
 
+def _fmt_bytes(n: int) -> str:
+    return f"{round(n / GiB, 1):g} GiB" if n >= GiB else f"{round(n / MiB, 1):g} MiB"
+
+
 @lru_cache(maxsize=1)
-def sandbox_level() -> str:
-    """The strongest isolation this machine allows, probed once: ``namespaces+nobody``, ``namespaces``,
-    ``session``."""
+def base_level() -> str:
+    """The process isolation this machine allows, probed once: ``namespaces+nobody``, ``namespaces``,
+    ``user-namespaces`` or ``session``."""
     unshare = shutil.which("unshare")
     setpriv = shutil.which("setpriv")
     if unshare:
@@ -134,6 +267,15 @@ def sandbox_level() -> str:
     return "session"
 
 
+@lru_cache(maxsize=1)
+def sandbox_level() -> str:
+    """The isolation in force for a run with the default :class:`SandboxLimits`, probed once, e.g.
+    ``namespaces+nobody; fs=private-root; seccomp=tools/candidate; memory=cgroup2 6 GiB; pids=cgroup2;
+    disk=8 GiB; tmp=512 MiB``. The first item is :func:`base_level`; a protection the machine refused says why
+    (``fs=landlock (private root refused: ...)``)."""
+    return _plan(SandboxLimits(), None).level
+
+
 @lru_cache(maxsize=None)
 def _host_tool(name: str) -> str:
     """The wrapper's own tools by absolute path, found on the harness's PATH, not the run's (which the caller
@@ -142,6 +284,7 @@ def _host_tool(name: str) -> str:
 
 
 def _wrap(argv: Sequence[str], level: str) -> list[str]:
+    """The command line without the launcher (every protection of the launcher switched off)."""
     if level == "session":
         return list(argv)
     if level == "user-namespaces":
@@ -157,14 +300,23 @@ def _wrap(argv: Sequence[str], level: str) -> list[str]:
 
 # PID 1 of a namespace ignores signals it has no handler for (a candidate that is PID 1 would survive its own
 # SIGSEGV from kill, say). A shell as PID 1 runs the program as its child and passes on its status (128+N for
-# a signal); "; exit $?" keeps the shell from exec'ing the program in its place.
+# a signal); "; exit $?" keeps the shell from exec'ing the program in its place. (The launcher does the same.)
 _INIT = ["/bin/sh", "-c", '"$@"; exit $?', "cudaperf-init"]
+
+
+def _launcher_wrap(argv: Sequence[str], level: str, spec_fd: int, private_root: bool) -> list[str]:
+    inner = [sys.executable, "-I", "-S", "-B", str(LAUNCHER), "--spec-fd", str(spec_fd), "--", *argv]
+    if level == "session":
+        return inner
+    ns = ["--mount"] if private_root else ["--mount-proc"]  # the private root mounts its own /proc
+    user = ["--user", "--map-root-user"] if level == "user-namespaces" else []
+    return [_host_tool("unshare"), *user, *ns, "--net", "--pid", "--fork", "--kill-child", "--", *inner]
 
 
 def make_workdir(prefix: str = "cudaperf-") -> Path:
     """A private directory the sandboxed program may write to (owned by ``nobody`` when we run as root)."""
     d = Path(tempfile.mkdtemp(prefix=prefix))
-    if sandbox_level() == "namespaces+nobody":
+    if base_level() == "namespaces+nobody":
         os.chown(d, NOBODY_UID, NOBODY_GID)
     os.chmod(d, 0o700)
     return d
@@ -172,7 +324,7 @@ def make_workdir(prefix: str = "cudaperf-") -> Path:
 
 def share_file(path: Path) -> None:
     """Make a harness-written file readable by the sandbox user."""
-    if sandbox_level() == "namespaces+nobody":
+    if base_level() == "namespaces+nobody":
         os.chown(path, NOBODY_UID, NOBODY_GID)
 
 
@@ -214,6 +366,793 @@ def scrubbed_env(workdir: Path, extra: Mapping[str, str] | None = None) -> dict[
     if extra:
         env.update(extra)
     return env
+
+
+# --- the private root: what it binds and what it hides ----------------------------------------------------------
+
+SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt")
+DRIVER_PATHS = ("/run/nvidia-persistenced",)
+"""Where the CUDA driver looks outside the system directories (the persistence daemon's socket), bound if there."""
+DEV_NODES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+
+
+def repo_root() -> Path:
+    """The checkout (or installation) the harness runs from: the directory holding the ``cudaperf`` package."""
+    return Path(__file__).resolve().parents[2]
+
+
+def _under(p: str, root: str) -> bool:
+    return p == root or p.startswith(root.rstrip("/") + "/")
+
+
+@lru_cache(maxsize=1)
+def _toolkit_paths() -> tuple[str, ...]:
+    """The CUDA toolkit, nvcc's directory and CUPTI's library directory, where this machine has them."""
+    out: list[str] = []
+    try:
+        from cudaperf.harness import compile as comp
+
+        for fn in (lambda: comp.cuda_home(), lambda: Path(comp.nvcc_path()).resolve().parents[1],
+                   lambda: Path(comp.nvcc_path()).parent, lambda: (comp.cupti_paths() or (None, None))[1]):
+            try:
+                p = fn()
+            except Exception:  # noqa: BLE001 - no toolkit here: nothing to bind
+                continue
+            if p:
+                out.append(str(p))
+    except ImportError:
+        pass
+    return tuple(out)
+
+
+def _hidden_paths() -> list[str]:
+    """Host paths the program must not see even where a bound directory holds them."""
+    hide = [str(repo_root()), os.path.expanduser("~"), tempfile.gettempdir(), "/dev/shm"]
+    for p in sys.path:  # an installed (not editable) cudaperf in a bound site-packages
+        if p and os.path.isfile(os.path.join(p, "cudaperf", "__init__.py")):
+            hide.append(os.path.join(p, "cudaperf"))
+    return [os.path.realpath(h) for h in hide if h and h != "/"]
+
+
+def _bind_plan(argv0: str, workdir: Path, extra_ro: Sequence[str]) -> tuple[list[list[str]], list[list[str]]]:
+    """(symlinks, ordered ops) for the launcher: ``["ro", path]`` binds and ``["hide", path]`` tmpfs covers."""
+    links: list[list[str]] = []
+    wanted: list[str] = []
+    for name in SYSTEM_DIRS:
+        p = "/" + name
+        if os.path.islink(p):
+            links.append([p, os.readlink(p)])
+            wanted.append(os.path.realpath(p))
+        elif os.path.isdir(p):
+            wanted.append(p)
+    py = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+          str(Path(os.path.realpath(sys.executable)).parent.parent), os.path.dirname(sys.executable)]
+    repo = str(repo_root())
+    py += [p for p in sys.path if p and os.path.isdir(p) and not _under(os.path.realpath(p), repo)]
+    env_paths = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
+    env_paths += [os.environ[k] for k in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(k)]
+    env_paths += [p for p in os.environ.get("CUDAPERF_SANDBOX_RO_PATHS", "").split(":") if p]
+    if os.path.isabs(argv0) and not _under(os.path.realpath(argv0), str(workdir)):
+        env_paths.append(os.path.dirname(os.path.realpath(argv0)))
+    for p in [*py, *_toolkit_paths(), *DRIVER_PATHS, *env_paths, *extra_ro]:
+        if not os.path.exists(p):
+            continue
+        real = os.path.realpath(p)
+        wanted.append(real)
+        if real != os.path.abspath(p):  # the path the program uses is a link: bind the target, keep the link
+            links.append([os.path.abspath(p), real])
+    ops: list[tuple[int, int, str, str]] = [(len(Path(h).parts), 0, "hide", h) for h in set(_hidden_paths())]
+    ops += [(len(Path(w).parts), 1, "ro", w) for w in set(wanted) if w != "/"]
+    ops.sort()
+    kept: list[list[str]] = []
+    for _, _, op, path in ops:
+        nearest = None  # the deepest earlier op at or above this path
+        for k_op, k_path in kept:
+            if _under(path, k_path) and (nearest is None or len(k_path) > len(nearest[1])):
+                nearest = (k_op, k_path)
+        if op == "ro" and nearest is not None and nearest[0] == "ro":
+            continue  # already visible through a bound parent
+        if op == "hide" and (nearest is None or nearest[0] != "ro"):
+            continue  # not visible anyway
+        kept.append([op, path])
+    # a link whose own path is visible through a bind needs nothing; one in the tmpfs is made there
+    links = [l for l in links if not any(_under(l[0], p) for o, p in kept if o == "ro") and l[0] != l[1]]
+    seen: set[str] = set()
+    links = [l for l in links if not (l[0] in seen or seen.add(l[0]))]  # type: ignore[func-returns-value]
+    return links, kept
+
+
+def _dev_nodes() -> list[str]:
+    nodes = [d for d in DEV_NODES if os.path.exists(d)]
+    try:
+        nodes += sorted(os.path.join("/dev", n) for n in os.listdir("/dev") if n.startswith("nvidia"))
+    except OSError:
+        pass
+    return nodes
+
+
+@lru_cache(maxsize=1)
+def _root_mountpoint() -> str:
+    """An empty directory that the launcher mounts the new root on, in its own mount namespace only (so one
+    directory serves every run of every harness process of this user)."""
+    d = Path(tempfile.gettempdir()) / f"cudaperf-newroot-{os.geteuid()}"
+    try:
+        d.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return tempfile.mkdtemp(prefix="cudaperf-newroot-")
+    st = os.lstat(d)
+    import stat
+
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        return tempfile.mkdtemp(prefix="cudaperf-newroot-")  # not ours, or others may write it: a fresh one
+    return str(d)
+
+
+def _landlock_paths(links: list[list[str]], ops: list[list[str]]) -> list[list[str]]:
+    """The private root's binds as Landlock read rules: a bound directory that holds a hidden path is replaced by
+    its entries other than the way to it (Landlock cannot carve out exceptions)."""
+    hides = [p for o, p in ops if o == "hide"]
+    out: list[str] = []
+
+    def add(path: str) -> None:
+        inner = [h for h in hides if _under(h, path) and h != path]
+        if any(h == path for h in hides):
+            return
+        if not inner:
+            out.append(path)
+            return
+        try:
+            names = os.listdir(path)
+        except OSError:
+            return
+        for n in names:
+            add(os.path.join(path, n))
+
+    for o, p in ops:
+        if o == "ro":
+            add(p)
+    return [["ro", p] for p in out]
+
+
+@lru_cache(maxsize=1)
+def _landlock_abi() -> int | str:
+    """Landlock's ABI version, or why it is not available."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    abi = libc.syscall(444, None, 0, 1) if os.uname().machine in ("x86_64", "aarch64") else -1
+    if abi < 1:
+        return f"Landlock unavailable ({os.strerror(ctypes.get_errno()) if abi < 0 else 'no ABI'})"
+    return int(abi)
+
+
+# --- cgroups: memory and process caps -----------------------------------------------------------------------------
+
+_RUN_IDS = itertools.count()
+
+
+def _mountinfo() -> list[tuple[str, str, str, str]]:
+    """(root, mount point, fs type, super options) of this process's mounts."""
+    out = []
+    try:
+        with open("/proc/self/mountinfo") as fh:
+            for line in fh:
+                left, right = line.rstrip("\n").split(" - ", 1)
+                f = left.split()
+                r = right.split()
+                out.append((f[3], f[4].replace("\\040", " "), r[0], r[2] if len(r) > 2 else ""))
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+def _own_cgroups() -> dict[str, str]:
+    """Controller (``""`` for v2) -> this process's cgroup path."""
+    out = {}
+    try:
+        with open("/proc/self/cgroup") as fh:
+            for line in fh:
+                _, ctrls, path = line.rstrip("\n").split(":", 2)
+                for c in (ctrls.split(",") if ctrls else [""]):
+                    out[c.replace("name=", "")] = path
+    except OSError:
+        pass
+    return out
+
+
+def _write(path: Path, value: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(value)
+
+
+def _read_kv(path: Path) -> dict[str, int]:
+    out = {}
+    try:
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1].lstrip("-").isdigit():
+                out[parts[0]] = int(parts[1])
+    except OSError:
+        pass
+    return out
+
+
+@dataclass
+class _Cgroups:
+    """Where this process makes its runs' cgroups."""
+
+    kind: str  # cgroup2 | cgroup1
+    memory: Path  # the parent of the runs' memory cgroups
+    pids: Path | None  # the parent of the runs' pids cgroups (the same directory on v2)
+
+    def create(self, limits: SandboxLimits) -> "_RunCgroup":
+        name = f"run-{os.getpid()}-{next(_RUN_IDS)}"
+        dirs = []
+        try:
+            mem = self.memory / name
+            mem.mkdir()
+            dirs.append(mem)
+            if self.kind == "cgroup2":
+                _write(mem / "memory.max", str(limits.memory))
+                for f, v in (("memory.swap.max", "0"), ("memory.oom.group", "1"),
+                             ("pids.max", str(limits.max_processes))):
+                    if (mem / f).exists():
+                        _write(mem / f, v)
+            else:
+                _write(mem / "memory.limit_in_bytes", str(limits.memory))
+                if (mem / "memory.memsw.limit_in_bytes").exists():
+                    try:
+                        _write(mem / "memory.memsw.limit_in_bytes", str(limits.memory))
+                    except OSError:
+                        pass
+                if self.pids is not None:
+                    pid_dir = self.pids / name
+                    pid_dir.mkdir()
+                    dirs.append(pid_dir)
+                    _write(pid_dir / "pids.max", str(limits.max_processes))
+        except OSError:
+            for d in reversed(dirs):
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
+            raise
+        return _RunCgroup(self.kind, dirs, limits)
+
+
+@dataclass
+class _RunCgroup:
+    kind: str
+    dirs: list[Path]
+    limits: SandboxLimits
+
+    def join_files(self) -> list[str]:
+        return [str(d / "cgroup.procs") for d in self.dirs]
+
+    def _pids_dir(self) -> Path | None:
+        if self.kind == "cgroup2":
+            return self.dirs[0] if (self.dirs[0] / "pids.events").exists() else None
+        return self.dirs[1] if len(self.dirs) > 1 else None
+
+    def oom_kills(self) -> int:
+        d = self.dirs[0]
+        if self.kind == "cgroup2":
+            return _read_kv(d / "memory.events").get("oom_kill", 0)
+        return _read_kv(d / "memory.oom_control").get("oom_kill", 0)
+
+    def pids_max_hit(self) -> bool:
+        d = self._pids_dir()
+        return d is not None and _read_kv(d / "pids.events").get("max", 0) > 0
+
+    def pids(self) -> list[int]:
+        out: set[int] = set()
+        for f in self.join_files():
+            try:
+                out.update(int(x) for x in Path(f).read_text().split())
+            except (OSError, ValueError):
+                pass
+        return sorted(out)
+
+    def kill_all(self) -> None:
+        """SIGKILL every process in the run's cgroup (also those that left its session and process group)."""
+        kill = self.dirs[0] / "cgroup.kill"
+        if self.kind == "cgroup2" and kill.exists():
+            try:
+                _write(kill, "1")
+                return
+            except OSError:
+                pass
+        for _ in range(3):  # a fork between reading and killing: read again
+            pids = self.pids()
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+    def remove(self) -> None:
+        deadline = time.monotonic() + 5
+        for d in reversed(self.dirs):
+            while True:
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        break  # left for the next process to see; harmless
+                    self.kill_all()
+                    time.sleep(0.02)
+
+
+def _enable_controllers(d: Path, wanted: tuple[str, ...]) -> None:
+    have = (d / "cgroup.subtree_control").read_text().split()
+    missing = [c for c in wanted if c not in have]
+    for c in missing:
+        try:
+            _write(d / "cgroup.subtree_control", f"+{c}")
+        except OSError:
+            if c == "memory":
+                raise
+
+
+@lru_cache(maxsize=1)
+def _cgroups() -> _Cgroups | str:
+    """Where this process's runs get their cgroups, or why they cannot: cgroup v2 (in this process's cgroup if
+    its controllers are delegated, else under the hierarchy's root when we are root), then cgroup v1."""
+    reasons = []
+    mounts = _mountinfo()
+    own = _own_cgroups()
+    total = default_memory_total_bytes()
+    v2 = next((m for m in mounts if m[2] == "cgroup2"), None)
+    if v2 is not None:
+        mount = Path(v2[1])
+        parents = []
+        if "" in own:
+            parents.append(mount / own[""].lstrip("/"))
+        parents.append(mount)
+        for parent in dict.fromkeys(parents):
+            try:
+                if "memory" not in (parent / "cgroup.controllers").read_text().split():
+                    reasons.append(f"cgroup2 {parent}: no memory controller")
+                    continue
+                _enable_controllers(parent, ("memory", "pids"))
+                base = parent / "cudaperf-sandbox"
+                base.mkdir(exist_ok=True)
+                _enable_controllers(base, ("memory", "pids"))
+                _write(base / "memory.max", str(total))
+                cg = _Cgroups("cgroup2", base, base)
+                cg.create(SandboxLimits(memory_bytes=64 * MiB, max_processes=16)).remove()
+                return cg
+            except OSError as exc:
+                reasons.append(f"cgroup2 {parent}: {exc.strerror or exc}")
+    mem = next((m for m in mounts if m[2] == "cgroup" and "memory" in m[3].split(",")), None)
+    if mem is not None and "memory" in own:
+        try:
+            base = Path(mem[1]) / own["memory"].lstrip("/") / "cudaperf-sandbox"
+            base.mkdir(exist_ok=True)
+            _write(base / "memory.limit_in_bytes", str(total))
+            pids = None
+            pm = next((m for m in mounts if m[2] == "cgroup" and "pids" in m[3].split(",")), None)
+            if pm is not None and "pids" in own:
+                try:
+                    pids = Path(pm[1]) / own["pids"].lstrip("/") / "cudaperf-sandbox"
+                    pids.mkdir(exist_ok=True)
+                except OSError:
+                    pids = None
+            cg = _Cgroups("cgroup1", base, pids)
+            cg.create(SandboxLimits(memory_bytes=64 * MiB, max_processes=16)).remove()
+            return cg
+        except OSError as exc:
+            reasons.append(f"cgroup1 memory: {exc.strerror or exc}")
+    return "; ".join(reasons) or "no cgroup hierarchy with a memory controller is mounted"
+
+
+# --- the plan for one run ---------------------------------------------------------------------------------------
+
+_EXEC_ADDR = (secrets.randbelow((1 << 34) - (1 << 28)) + (1 << 28)) << 12
+"""The one path address the candidate profile lets ``execve`` take (drawn per harness process, between 1 TiB and
+64 TiB, below where the kernel places a process's mappings); the launcher maps it and starts the program from it."""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    level: str
+    base: str
+    launcher: bool
+    private_root: bool
+    landlock: bool
+    seccomp_profile: str | None
+    cgroups: _Cgroups | None
+    rlimit_data: bool
+
+
+@lru_cache(maxsize=1)
+def _private_root_works() -> str | None:
+    """None when a private root can be built here, else why not (probed with a real run)."""
+    base = base_level()
+    if base == "session":
+        return "no mount namespace (unshare refused)"
+    return _probe(_Plan("probe", base, True, True, False, None, None, False))
+
+
+@lru_cache(maxsize=1)
+def _seccomp_works() -> str | None:
+    from cudaperf.harness import seccomp_filter
+
+    why = seccomp_filter.available()
+    if why:
+        return why
+    try:
+        for profile in seccomp_filter.PROFILES:
+            seccomp_filter.build_bpf(profile, _EXEC_ADDR)
+    except (OSError, ValueError) as exc:
+        return f"libseccomp could not build the filters: {exc}"
+    return _probe(_Plan("probe", base_level(), True, False, False, "candidate", None, False))
+
+
+@lru_cache(maxsize=1)
+def _landlock_works() -> str | None:
+    abi = _landlock_abi()
+    if isinstance(abi, str):
+        return abi
+    return _probe(_Plan("probe", base_level(), True, False, True, None, None, False))
+
+
+def _probe(plan: _Plan) -> str | None:
+    with Workdir(prefix="cudaperf-probe-") as w:
+        try:
+            r = _execute(["/bin/true"], w, plan, SandboxLimits(wall_s=30, private_root=plan.private_root),
+                         scrubbed_env(w), None, None, False)
+        except OSError as exc:
+            return str(exc)
+    if r.ok:
+        return None
+    return f"{r.describe()}: {(r.stderr or r.stdout).strip()[-300:]}"
+
+
+def _plan(limits: SandboxLimits, argv0: str | None, workdir: Path | None = None, level: str | None = None) -> _Plan:
+    base = level or base_level()
+    parts = [base]
+    private_root = landlock = False
+    if limits.private_root:
+        why = _private_root_works() if base != "session" else "no mount namespace (unshare refused)"
+        if why is None:
+            private_root = True
+            parts.append("fs=private-root")
+        else:
+            lw = _landlock_works() if limits.landlock else "switched off"
+            landlock = lw is None
+            parts.append(f"fs=landlock (private root refused: {why})" if landlock
+                         else f"fs=host (private root refused: {why}; Landlock: {lw})")
+    elif limits.landlock and base == "session" and _landlock_works() is None:
+        landlock = True
+        parts.append("fs=landlock (private root switched off)")
+    else:
+        parts.append("fs=host (private root switched off)")
+    profile = None
+    if limits.seccomp:
+        why = _seccomp_works()
+        if why is None:
+            if argv0 is None:
+                profile = limits.seccomp_profile or "tools/candidate"
+            elif limits.seccomp_profile:
+                profile = limits.seccomp_profile
+            else:
+                inside = workdir is not None and os.path.isabs(argv0) and _under(
+                    os.path.realpath(argv0), os.path.realpath(workdir))
+                profile = "candidate" if inside else "tools"
+            parts.append(f"seccomp={profile}" + ("+deny-exec-remap" if limits.deny_exec_remap else ""))
+        else:
+            parts.append(f"seccomp=off ({why})")
+    else:
+        parts.append("seccomp=off (switched off)")
+    cg = _cgroups() if limits.memory_cgroup else "switched off"
+    if isinstance(cg, _Cgroups):
+        parts.append(f"memory={cg.kind} {_fmt_bytes(limits.memory)}")
+        parts.append(f"pids={cg.kind if cg.pids is not None else 'rlimit'} {limits.max_processes}")
+        cgroups, rlimit_data = cg, False
+    else:
+        parts.append(f"memory=rlimit-data {_fmt_bytes(limits.memory)} (no cgroup: {cg})")
+        cgroups, rlimit_data = None, True
+    parts.append(f"disk={_fmt_bytes(limits.disk_bytes)}")
+    if private_root:
+        parts.append(f"tmp={_fmt_bytes(limits.tmp_bytes)}")
+    launcher = private_root or landlock or profile is not None
+    return _Plan("; ".join(parts), base, launcher, private_root, landlock,
+                 profile if profile != "tools/candidate" else None, cgroups, rlimit_data)
+
+
+def run_sandboxed(
+    argv: Sequence[str],
+    workdir: Path,
+    *,
+    limits: SandboxLimits = SandboxLimits(),
+    env: Mapping[str, str] | None = None,
+    stdin_path: Path | None = None,
+    level: str | None = None,
+    control: Callable[[Control], None] | None = None,
+    pausable: bool = False,
+) -> SandboxRun:
+    """Run ``argv`` in ``workdir`` under the sandbox; never raises for anything the program does.
+
+    ``control``: called on this thread while the program runs, with the harness's end of a control channel
+    (:class:`Control`; the program gets a pipe whose descriptor replaces :data:`CTL_FD` in ``argv``, and its
+    stdin). The program is killed at the wall-clock deadline whatever ``control`` does.
+
+    ``pausable``: background work (a compiler) that timing runs in this process stop while they time
+    (:mod:`cudaperf.harness.quiet`); the time it spends stopped extends its wall-clock limit.
+
+    ``level``: a :func:`base_level` to use instead of the strongest one (``session`` runs without namespaces).
+
+    Raises ``FileNotFoundError`` when the sandbox tooling itself is missing and :class:`SandboxSetupError` (an
+    ``OSError``) when the sandbox could not be built or the program not started in it (a missing bind, say):
+    harness faults, which happen before the program runs.
+    """
+    env = dict(env) if env is not None else scrubbed_env(workdir)
+    plan = _plan(limits, argv[0] if argv else "", workdir, level)
+    return _execute(argv, workdir, plan, limits, env, stdin_path, control, pausable)
+
+
+def _disk_usage(root: Path, max_entries: int = 200_000) -> tuple[int, int]:
+    """(bytes allocated, entries) under ``root``; stops counting past ``max_entries``."""
+    total = n = 0
+    stack = [str(root)]
+    while stack and n <= max_entries:
+        d = stack.pop()
+        try:
+            with os.scandir(d) as it:
+                for e in it:
+                    n += 1
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += st.st_blocks * 512
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+        except OSError:
+            continue
+    return total, n
+
+
+class _Watch(threading.Thread):
+    """Ends a run that passes a limit no kernel enforces for it: the disk cap of its working directory, and the
+    cgroup's process cap (which the kernel enforces by failing forks: the run is ended at the first)."""
+
+    def __init__(self, workdir: Path, limits: SandboxLimits, cg: _RunCgroup | None, kill: Callable[[], None]):
+        super().__init__(daemon=True, name="cudaperf-sandbox-watch")
+        self.workdir, self.limits, self.cg, self.kill = workdir, limits, cg, kill
+        self.stop = threading.Event()
+        self.limit: str | None = None
+        self.base, _ = _disk_usage(workdir)
+
+    def run(self) -> None:
+        while not self.stop.wait(0.2):
+            used, entries = _disk_usage(self.workdir)
+            if used - self.base > self.limits.disk_bytes or entries > 200_000:
+                self.limit = (f"its files in its working directory passed the {_fmt_bytes(self.limits.disk_bytes)} "
+                              "disk limit" if entries <= 200_000 else
+                              "it made more than 200000 files in its working directory (the disk limit)")
+            elif self.cg is not None and self.cg.pids_max_hit():
+                self.limit = f"it reached the {self.limits.max_processes}-process limit"
+            if self.limit:
+                self.kill()
+                return
+
+
+def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLimits, env: dict[str, str],
+             stdin_path: Path | None, control: Callable[[Control], None] | None, pausable: bool) -> SandboxRun:
+    level = plan.base
+    out_path = workdir / ".stdout"
+    err_path = workdir / ".stderr"
+    status_r = status_w = -1
+    if control is not None:
+        if stdin_path is not None:
+            raise ValueError("a controlled run reads its commands on stdin: no stdin_path")
+        status_r, status_w = os.pipe()
+        argv = [str(status_w) if a == CTL_FD else a for a in argv]
+
+    run_cg: _RunCgroup | None = None
+    if plan.cgroups is not None:
+        try:
+            run_cg = plan.cgroups.create(limits)
+        except OSError:
+            run_cg = None  # e.g. the hierarchy was removed under us: fall back to the rlimit for this run
+    join = run_cg.join_files() if run_cg else []
+    rlimit_data = plan.rlimit_data or run_cg is None
+
+    def limit_child() -> None:  # runs in the child between fork and exec
+        for f in join:
+            fd = os.open(f, os.O_WRONLY)
+            try:
+                os.write(fd, str(os.getpid()).encode())
+            finally:
+                os.close(fd)
+        cpu = limits.cpu_s if limits.cpu_s is not None else int(limits.wall_s) + 10
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_bytes, limits.file_size_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
+        if rlimit_data:
+            resource.setrlimit(resource.RLIMIT_DATA, (limits.memory, limits.memory))
+        if limits.nice:
+            os.nice(limits.nice)
+
+    spec_fd = report_r = report_w = -1
+    pass_fds: list[int] = [status_w] if control else []
+    if plan.launcher:
+        report_r, report_w = os.pipe()
+        os.set_blocking(report_r, False)
+        spec: dict = {"cwd": str(workdir), "init": level != "session", "report_fd": report_w,
+                      "drop": [NOBODY_UID, NOBODY_GID] if level == "namespaces+nobody" else None,
+                      "rw": [str(workdir)], "dev_nodes": _dev_nodes(), "tmp_bytes": int(limits.tmp_bytes)}
+        if plan.private_root or plan.landlock:
+            links, ops = _bind_plan(argv[0] if argv else "", workdir, limits.ro_paths)
+            if plan.private_root:
+                spec.update(root=True, mountpoint=_root_mountpoint(), symlinks=links, ops=ops)
+            else:
+                spec.update(landlock=True, ops=_landlock_paths(links, ops))
+        if plan.seccomp_profile:
+            from cudaperf.harness.seccomp_filter import build_bpf
+
+            addr = _EXEC_ADDR if plan.seccomp_profile == "candidate" else None
+            spec.update(seccomp_bpf=build_bpf(plan.seccomp_profile, addr, limits.deny_exec_remap).hex(),
+                        exec_addr=addr)
+        spec_fd = os.memfd_create("cudaperf-sandbox-spec", 0)
+        os.write(spec_fd, json.dumps(spec).encode())
+        os.lseek(spec_fd, 0, os.SEEK_SET)
+        pass_fds += [spec_fd, report_w]
+        cmd = _launcher_wrap(argv, level, spec_fd, plan.private_root)
+    else:
+        cmd = _wrap(argv, level)
+
+    start = time.monotonic()
+    watch: _Watch | None = None
+    with open(out_path, "wb") as out_fh, open(err_path, "wb") as err_fh:
+        stdin = open(stdin_path, "rb") if stdin_path else (subprocess.PIPE if control else subprocess.DEVNULL)
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                cwd=workdir,
+                env=env,
+                stdin=stdin,
+                stdout=out_fh,
+                stderr=err_fh,
+                start_new_session=True,
+                preexec_fn=limit_child,
+                close_fds=True,
+                pass_fds=tuple(pass_fds),
+            )
+        except BaseException:
+            if control is not None:
+                os.close(status_r)
+            if report_r >= 0:
+                os.close(report_r)
+            if run_cg is not None:
+                run_cg.remove()
+            raise
+        finally:
+            if stdin_path:
+                stdin.close()  # type: ignore[union-attr]
+            if control is not None:
+                os.close(status_w)
+            for fd in (spec_fd, report_w):
+                if fd >= 0:
+                    os.close(fd)
+
+        def kill_all() -> None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if run_cg is not None:
+                run_cg.kill_all()
+
+        watch = _Watch(workdir, limits, run_cg, kill_all)
+        watch.start()
+        timed_out = False
+        ctl: Control | None = None
+        if pausable:
+            from cudaperf.harness.quiet import HOST
+
+            HOST.register(proc.pid)
+        try:
+            if control is not None:
+                ctl = Control(proc, status_r, start + limits.wall_s)
+                try:
+                    control(ctl)
+                finally:
+                    os.close(status_r)
+                    try:
+                        proc.stdin.close()  # type: ignore[union-attr]
+                    except OSError:
+                        pass
+            if pausable:
+                rc = _wait_pausable(proc, start + limits.wall_s)
+            else:
+                rc = proc.wait(timeout=max(0.0, start + limits.wall_s - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            rc = None
+        finally:
+            watch.stop.set()
+            if pausable:
+                HOST.unregister(proc.pid)
+            # Kill whatever is left in the group and the cgroup (also after a normal exit: stray children).
+            kill_all()
+            if timed_out:
+                proc.wait()
+            watch.join()
+    if ctl is not None and ctl.killed:
+        timed_out, rc = True, None
+    wall = time.monotonic() - start
+    limit = watch.limit
+    if run_cg is not None:
+        if limit is None and run_cg.oom_kills() > 0:
+            limit = (f"it used more than the {_fmt_bytes(limits.memory)} memory limit "
+                     f"({'memory.max' if run_cg.kind == 'cgroup2' else 'memory.limit_in_bytes'}, {run_cg.kind})")
+        if limit is None and run_cg.kind == "cgroup1" and run_cg.pids_max_hit():
+            limit = f"it reached the {limits.max_processes}-process limit"
+        run_cg.remove()
+    if report_r >= 0:
+        reported, setup_error = _read_report(report_r, limits)
+        os.close(report_r)
+        if setup_error is not None and limit is None and not timed_out:
+            raise SandboxSetupError(errno.EPERM, f"the sandbox could not start {argv[0] if argv else 'the program'}: "
+                                                 f"{setup_error} (level: {plan.level})")
+        limit = limit or reported
+    if limit is not None:
+        timed_out = False  # the limit ended it, not the clock (a kill by the limit may land at the deadline)
+    stdout, out_trunc = _read_prefix(out_path, limits.capture_bytes)
+    stderr, err_trunc = _read_prefix(err_path, limits.capture_bytes)
+    # unshare reports a child killed by signal N as exit status 128+N; map it back to -N like subprocess does.
+    if level != "session" and rc is not None and rc > 128 and rc - 128 in {s.value for s in signal.Signals}:
+        rc = -(rc - 128)
+    return SandboxRun(
+        argv=tuple(argv),
+        returncode=rc,
+        timed_out=timed_out,
+        wall_s=wall,
+        stdout=stdout,
+        stderr=stderr,
+        stdout_truncated=out_trunc,
+        stderr_truncated=err_trunc,
+        level=plan.level,
+        limit=limit,
+        memory_note=(f"host memory is capped at {_fmt_bytes(limits.memory)} by RLIMIT_DATA: an allocation past it "
+                     "fails" if rlimit_data else None),
+    )
+
+
+class SandboxSetupError(OSError):
+    """The sandbox could not be built, or the program not started in it (a harness fault, never the program's:
+    it happens before the program runs)."""
+
+
+def _read_report(fd: int, limits: SandboxLimits) -> tuple[str | None, str | None]:
+    """What the launcher reported: (a limit the run passed, in words; a setup failure)."""
+    try:
+        data = os.read(fd, 65536)
+    except OSError:
+        return None, None
+    limit = setup = None
+    for line in data.decode(errors="replace").splitlines():
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if msg.get("limit") == "tmp" and limit is None:
+            limit = f"it filled its private {msg.get('where')} (the {_fmt_bytes(limits.tmp_bytes)} limit)"
+        if msg.get("setup_error") and setup is None:
+            setup = str(msg["setup_error"])[:1000]
+    return limit, setup
 
 
 def _read_prefix(path: Path, limit: int) -> tuple[str, bool]:
@@ -294,128 +1233,6 @@ class Control:
             return True
         except (BrokenPipeError, OSError, ValueError):
             return False
-
-
-def run_sandboxed(
-    argv: Sequence[str],
-    workdir: Path,
-    *,
-    limits: SandboxLimits = SandboxLimits(),
-    env: Mapping[str, str] | None = None,
-    stdin_path: Path | None = None,
-    level: str | None = None,
-    control: Callable[[Control], None] | None = None,
-    pausable: bool = False,
-) -> SandboxRun:
-    """Run ``argv`` in ``workdir`` under the sandbox; never raises for anything the program does.
-
-    ``control``: called on this thread while the program runs, with the harness's end of a control channel
-    (:class:`Control`; the program gets a pipe whose descriptor replaces :data:`CTL_FD` in ``argv``, and its
-    stdin). The program is killed at the wall-clock deadline whatever ``control`` does.
-
-    ``pausable``: background work (a compiler) that timing runs in this process stop while they time
-    (:mod:`cudaperf.harness.quiet`); the time it spends stopped extends its wall-clock limit.
-
-    Raises ``FileNotFoundError`` only when the sandbox tooling itself is missing (a harness fault).
-    """
-    level = level or sandbox_level()
-    env = dict(env) if env is not None else scrubbed_env(workdir)
-    out_path = workdir / ".stdout"
-    err_path = workdir / ".stderr"
-    status_r = status_w = -1
-    if control is not None:
-        if stdin_path is not None:
-            raise ValueError("a controlled run reads its commands on stdin: no stdin_path")
-        status_r, status_w = os.pipe()
-        argv = [str(status_w) if a == CTL_FD else a for a in argv]
-
-    def limit_child() -> None:  # runs in the child between fork and exec
-        cpu = limits.cpu_s if limits.cpu_s is not None else int(limits.wall_s) + 10
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_bytes, limits.file_size_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
-        if limits.nice:
-            os.nice(limits.nice)
-
-    start = time.monotonic()
-    with open(out_path, "wb") as out_fh, open(err_path, "wb") as err_fh:
-        stdin = open(stdin_path, "rb") if stdin_path else (subprocess.PIPE if control else subprocess.DEVNULL)
-        try:
-            proc = subprocess.Popen(
-                _wrap(argv, level),
-                cwd=workdir,
-                env=env,
-                stdin=stdin,
-                stdout=out_fh,
-                stderr=err_fh,
-                start_new_session=True,
-                preexec_fn=limit_child,
-                close_fds=True,
-                pass_fds=(status_w,) if control else (),
-            )
-        except BaseException:
-            if control is not None:
-                os.close(status_r)
-            raise
-        finally:
-            if stdin_path:
-                stdin.close()  # type: ignore[union-attr]
-            if control is not None:
-                os.close(status_w)
-        timed_out = False
-        ctl: Control | None = None
-        if pausable:
-            from cudaperf.harness.quiet import HOST
-
-            HOST.register(proc.pid)
-        try:
-            if control is not None:
-                ctl = Control(proc, status_r, start + limits.wall_s)
-                try:
-                    control(ctl)
-                finally:
-                    os.close(status_r)
-                    try:
-                        proc.stdin.close()  # type: ignore[union-attr]
-                    except OSError:
-                        pass
-            if pausable:
-                rc = _wait_pausable(proc, start + limits.wall_s)
-            else:
-                rc = proc.wait(timeout=max(0.0, start + limits.wall_s - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            rc = None
-        finally:
-            if pausable:
-                HOST.unregister(proc.pid)
-            # Kill whatever is left in the group (also after a normal exit: stray children).
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            if timed_out:
-                proc.wait()
-    if ctl is not None and ctl.killed:
-        timed_out, rc = True, None
-    wall = time.monotonic() - start
-    stdout, out_trunc = _read_prefix(out_path, limits.capture_bytes)
-    stderr, err_trunc = _read_prefix(err_path, limits.capture_bytes)
-    # unshare reports a child killed by signal N as exit status 128+N; map it back to -N like subprocess does.
-    if level != "session" and rc is not None and rc > 128 and rc - 128 in {s.value for s in signal.Signals}:
-        rc = -(rc - 128)
-    return SandboxRun(
-        argv=tuple(argv),
-        returncode=rc,
-        timed_out=timed_out,
-        wall_s=wall,
-        stdout=stdout,
-        stderr=stderr,
-        stdout_truncated=out_trunc,
-        stderr_truncated=err_trunc,
-        level=level,
-    )
 
 
 def _wait_pausable(proc: subprocess.Popen, deadline: float) -> int:

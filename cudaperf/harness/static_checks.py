@@ -36,6 +36,24 @@ FORBIDDEN_CALLS = {
     "dup": "duplicates file descriptors", "dup2": "duplicates file descriptors", "chdir": "changes directory",
     "atexit": "runs code after the call", "at_quick_exit": "runs code after the call",
     "on_exit": "runs code after the call",
+    # The sandbox is the boundary (private root, seccomp: cudaperf.harness.sandbox); these names are here for a
+    # clear early message. The large-file and directory variants of the file calls:
+    "fopen64": "opens files", "freopen64": "opens files", "open64": "opens files", "openat64": "opens files",
+    "creat64": "creates files", "opendir": "lists directories", "fdopendir": "lists directories",
+    "scandir": "lists directories", "nftw": "walks directories", "ftw": "walks directories",
+    "symlink": "links files", "link": "links files",
+    # other ways to start processes and programs
+    "posix_spawn": "creates processes", "posix_spawnp": "creates processes", "clone": "creates processes",
+    "clone3": "creates processes", "execvpe": "runs programs", "execle": "runs programs",
+    "fexecve": "runs programs", "memfd_create": "loads code at run time", "kill": "signals processes",
+    # rewriting code in memory (the timer-patching hack), and the sandbox's own mechanisms
+    "mprotect": "changes memory protection (rewrites code)",
+    "pkey_mprotect": "changes memory protection (rewrites code)",
+    "process_vm_readv": "reads other processes' memory", "process_vm_writev": "writes other processes' memory",
+    "unshare": "leaves the sandbox's namespaces", "setns": "leaves the sandbox's namespaces",
+    "mount": "mounts file systems", "umount": "mounts file systems", "umount2": "mounts file systems",
+    "chroot": "changes the root directory", "prctl": "changes process controls",
+    "personality": "changes the process's execution domain", "seccomp": "changes the system-call filter",
 }
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
