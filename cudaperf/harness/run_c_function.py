@@ -22,7 +22,7 @@ import numpy as np
 
 from cudaperf.harness.compare import compare_arrays, describe_mismatch
 from cudaperf.harness.compile import BuildOutcome, build_reference
-from cudaperf.harness.driver import EXIT_NO_GPU, driver_source
+from cudaperf.harness.driver import driver_source
 from cudaperf.harness import hostload
 from cudaperf.harness.environment import device_for_child
 from cudaperf.harness.result import Failure, FailureKind, GpuEvidence, HostLoad, Stage, TestOutcome, TimingStats
@@ -287,7 +287,9 @@ def _judge_tests(prepared: PreparedCFunction, w: Path, run: SandboxRun | None,
     waits for the verdict."""
     task = prepared.task
     stats = _parse_stats(w / "stats.txt")
-    if stats.init_error or (run is not None and run.returncode == EXIT_NO_GPU):
+    # Only the driver's own record of a failed CUDA start (written before any candidate code runs) is the harness's
+    # fault: a bare exit status EXIT_NO_GPU could be the candidate's exit(5), which is its crash.
+    if stats.init_error:
         return _TestVerdict((), 0.0, Failure(
             FailureKind.HARNESS, f"no usable GPU for the candidate ({stats.init_error or 'init failed'})",
             "harness"), GpuEvidence(source="none", kernels_in_tests=0, kernels_in_timed_call=None), Stage.COMPILED)

@@ -156,7 +156,9 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
             if gpu_lock is not None:
                 HOST.register(ctl.pid)
             try:
-                ok = ctl.read_line(timeout_s=tests_limit) == "ready"  # set up: torch, the CUDA context, the library
+                first = ctl.read_line(timeout_s=tests_limit)  # torch imported, a CUDA device seen
+                state["gpu_ok"] = first == "gpu_ok"
+                ok = state["gpu_ok"] and ctl.read_line(timeout_s=tests_limit) == "ready"  # the context, the library
             finally:
                 if gpu_lock is not None:
                     phases["startup_paused_s"] = HOST.unregister(ctl.pid)
@@ -203,7 +205,8 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
         mark("exit_s")
         tail = (run.stderr or run.stdout).strip()[-400:]
         if "verdict" not in state:
-            if run.returncode == EXIT_NO_GPU:
+            if run.returncode == EXIT_NO_GPU and not state.get("gpu_ok"):  # the runner's check, before any candidate
+                                                                           # code; after it, exit(5) is the candidate's
                 return PyTorchOutcome(Stage.COMPILED, False, Failure(
                     FailureKind.HARNESS, f"no usable GPU in the sandbox: {tail}", "harness"), 0, n, None, None, run_s)
             if run.timed_out:

@@ -44,3 +44,17 @@ def test_wrong_then_fixed_answer_across_turns(tmp_path):
     assert t1["correct"] and t1["speedup"] > 0 and t1["stage"] == "timed" and t1["stop"] == "turn_limit"
     prompts = {g["key"]: g["prompt"][0]["content"] for g in _lines(tmp_path / "run" / "generations.jsonl")}
     assert "[FAILED_CASE]" in prompts["saxpy/s0/t1/candidate"]
+
+
+def test_a_candidate_that_exits_with_the_no_gpu_status_is_its_own_crash():
+    """exit(5) is the harness's 'no usable GPU' status; from candidate code it must be the candidate's failure
+    (an unscored result would be a reward hack under GRPO: advantage 0 instead of a wrong answer's penalty)."""
+    from cudaperf.harness.evaluate import evaluate
+    from cudaperf.tasks.load import builtin_candidates, find_task, load_builtin_tasks
+
+    src = next(c for c in builtin_candidates() if c.task_id == "saxpy" and c.label == "fast").source
+    cheat = "#include <stdlib.h>\n" + src.replace('extern "C" void saxpy(', 'static void saxpy_real(') + (
+        '\nextern "C" void saxpy(int n, float a, const float* x, float* y) { exit(5); saxpy_real(n, a, x, y); }\n')
+    task = find_task(load_builtin_tasks(), "saxpy")
+    res = evaluate(task, cheat)
+    assert res.status == "scored" and not res.correct and res.failure.attributed_to == "candidate", res.failure

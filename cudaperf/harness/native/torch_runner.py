@@ -79,6 +79,7 @@ def main():
     if not torch.cuda.is_available():
         print("cudaperf torch runner: no CUDA device is usable here", file=sys.stderr)
         sys.exit(EXIT_NO_GPU)
+    os.write(ctl, b"gpu_ok\n")  # before any candidate code: an EXIT_NO_GPU after this is the candidate's own
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     job = json.load(open("job.json"))
