@@ -76,7 +76,7 @@ def test_summary_requests_get_a_deterministic_summary(replay, policy_kind):
 
 
 @pytest.mark.parametrize("line,words", [
-    ("{not json", "not JSON"),
+    ("{not json", "not valid JSON"),
     ('["a list"]', "JSON object"),
     ('{"completion": "x"}', "'task_id'"),
     ('{"task_id": "a"}', "'completion'"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import NoReturn, Optional
 
@@ -80,21 +79,15 @@ def _print_result(res) -> None:
 
 def _read_completions(path: Path, default_task: str | None) -> list[tuple[str, str, str]]:
     """(task_id, candidate_id, completion) from a .jsonl of completions."""
+    from cudaperf.jsonl import json_objects
+
     out = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TaskError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
-            comp = row.get("completion") if isinstance(row, dict) else None
-            tid = (row.get("task_id") if isinstance(row, dict) else None) or default_task
-            if not isinstance(comp, str) or not tid:
-                raise TaskError(f"{path}:{lineno}: each line needs a string 'completion' and a 'task_id' "
-                                f"(or pass --task)")
-            out.append((tid, str(row.get("candidate_id") or f"line{lineno}"), comp))
+    for lineno, row in json_objects(path, TaskError):
+        comp, tid = row.get("completion"), row.get("task_id") or default_task
+        if not isinstance(comp, str) or not tid:
+            raise TaskError(f"{path}:{lineno}: each line needs a string 'completion' and a 'task_id' "
+                            f"(or pass --task)")
+        out.append((tid, str(row.get("candidate_id") or f"line{lineno}"), comp))
     return out
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ from cudaperf.dataset.family import STRATEGY_TAGS
 from cudaperf.dataset.store import Dataset
 from cudaperf.harness.evaluate import code_sha256
 from cudaperf.harness.extract import extract_code
+from cudaperf.jsonl import json_objects
 
 
 class AddError(ValueError):
@@ -24,15 +24,7 @@ def add_candidates(ds: Dataset, path: Path) -> list[dict[str, Any]]:
     tasks = {t["id"]: t for t in ds.tasks}
     existing = {c["candidate_id"] for c in ds.candidates}
     new: list[dict[str, Any]] = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise AddError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
-        if not isinstance(row, dict):
-            raise AddError(f"{path}:{lineno}: each line must be a JSON object")
+    for lineno, row in json_objects(path, AddError):
         tid, name = row.get("task_id"), row.get("name")
         if tid not in tasks:
             raise AddError(f"{path}:{lineno}: unknown task_id {tid!r}")

@@ -28,12 +28,12 @@ context limit. ``latency_s`` is 0.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
+from cudaperf.jsonl import json_objects
 from cudaperf.policy.base import Generation, Message, PolicyError, Request, SamplingParams
 from cudaperf.policy.common import messages_word_count, summary_text, word_count
 
@@ -78,40 +78,31 @@ class ReplayPolicy:
         self._by_sample: dict[tuple[str, int], tuple[str, int]] = {}
         self._by_task: dict[str, list[tuple[str, int]]] = defaultdict(list)
         seen_no_turn: set[tuple[str, int]] = set()
-        with open(self.path, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                where = f"{self.path}:{n}"
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{where}: not JSON ({e.msg} at column {e.colno})") from None
-                if not isinstance(row, dict):
-                    raise ValueError(f"{where}: expected a JSON object, got {type(row).__name__}")
-                task, completion = row.get("task_id"), row.get("completion")
-                if not isinstance(task, str) or not task:
-                    raise ValueError(f"{where}: 'task_id' must be a non-empty string")
-                if not isinstance(completion, str):
-                    raise ValueError(f"{where}: 'completion' must be a string")
-                sample = _index(row.get("sample"), "sample", where)
-                turn = _index(row.get("turn"), "turn", where)
-                if turn is not None and sample is None:
-                    raise ValueError(f"{where}: a row with a 'turn' needs a 'sample'")
-                entry = (completion, n)
-                if sample is not None and turn is not None:
-                    if (task, sample, turn) in self._exact:
-                        first = self._exact[(task, sample, turn)][1]
-                        raise ValueError(f"{where}: repeats task {task!r} sample {sample} turn {turn} "
-                                         f"(first at line {first})")
-                    self._exact[(task, sample, turn)] = entry
-                    self._by_sample.setdefault((task, sample), entry)
-                elif sample is not None:
-                    if (task, sample) in seen_no_turn:
-                        raise ValueError(f"{where}: repeats task {task!r} sample {sample} (a row without a turn)")
-                    seen_no_turn.add((task, sample))
-                    self._by_sample[(task, sample)] = entry  # a row without a turn wins over the first turned one
-                self._by_task[task].append(entry)
+        for n, row in json_objects(self.path):
+            where = f"{self.path}:{n}"
+            task, completion = row.get("task_id"), row.get("completion")
+            if not isinstance(task, str) or not task:
+                raise ValueError(f"{where}: 'task_id' must be a non-empty string")
+            if not isinstance(completion, str):
+                raise ValueError(f"{where}: 'completion' must be a string")
+            sample = _index(row.get("sample"), "sample", where)
+            turn = _index(row.get("turn"), "turn", where)
+            if turn is not None and sample is None:
+                raise ValueError(f"{where}: a row with a 'turn' needs a 'sample'")
+            entry = (completion, n)
+            if sample is not None and turn is not None:
+                if (task, sample, turn) in self._exact:
+                    first = self._exact[(task, sample, turn)][1]
+                    raise ValueError(f"{where}: repeats task {task!r} sample {sample} turn {turn} "
+                                     f"(first at line {first})")
+                self._exact[(task, sample, turn)] = entry
+                self._by_sample.setdefault((task, sample), entry)
+            elif sample is not None:
+                if (task, sample) in seen_no_turn:
+                    raise ValueError(f"{where}: repeats task {task!r} sample {sample} (a row without a turn)")
+                seen_no_turn.add((task, sample))
+                self._by_sample[(task, sample)] = entry  # a row without a turn wins over the first turned one
+            self._by_task[task].append(entry)
         self.rows = sum(len(v) for v in self._by_task.values())
 
     @property
