@@ -170,7 +170,7 @@ def check(
     import re
 
     if re.search(r"\bclass\s+ModelNew\b", ext.code):  # a KernelBench-style PyTorch module: the PyTorch checks
-        from cudaperf.tasks.pytorch import check_pytorch_candidate
+        from cudaperf.harness.pytorch_checks import check_pytorch_candidate
 
         chk = check_pytorch_candidate(ext.code)
         reasons = list(chk.reasons)

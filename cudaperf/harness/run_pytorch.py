@@ -104,7 +104,7 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
     import torch
 
     from cudaperf.harness.compile import cuda_home
-    from cudaperf.tasks.pytorch import check_pytorch_candidate
+    from cudaperf.harness.pytorch_checks import check_pytorch_candidate
 
     mode = "fast" if build is not None else "modelnew"
     if mode == "modelnew":
@@ -308,7 +308,7 @@ def check_and_build(task, code: str | None, res, settings: HarnessSettings):
 
     from cudaperf.harness.evaluate import compile_failure, unscored
     from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate
-    from cudaperf.tasks.pytorch import check_pytorch_candidate
+    from cudaperf.harness.pytorch_checks import check_pytorch_candidate
 
     if code is None:
         return replace(res, failure=Failure(FailureKind.NO_CODE, "no code found: expected a fast-path CUDA unit "

@@ -4,8 +4,9 @@ A problem is a Python file defining ``class Model(nn.Module)`` with ``forward``,
 ``get_init_inputs()``. :func:`load_pytorch_tasks` reads such files (a user's KernelBench checkout, or the
 project's own problems in ``cudaperf/data/pytorch``) into :class:`PyTorchTask` records; the files are parsed,
 never run, when loading. :func:`degenerate_reasons` runs a problem's reference (trusted code) on the CPU to flag
-problems where zeros or constants would pass. :func:`check_pytorch_candidate` is the static check of a
-KernelBench-style candidate (``class ModelNew`` with inline CUDA): see its docstring for what it rejects.
+problems where zeros or constants would pass. :func:`check_pytorch_candidate`, the static check of a
+KernelBench-style candidate (``class ModelNew`` with inline CUDA), lives in :mod:`cudaperf.harness.pytorch_checks`
+beside the other static checks; it is re-exported here for callers of the old name.
 
 Running candidates on a GPU (build, correctness, timing) is not in this module.
 """
@@ -18,7 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from cudaperf.harness.pytorch_checks import PyTorchCheck, check_pytorch_candidate
 from cudaperf.tasks.schema import TaskError
+
+__all__ = ["PRECISION_POLICY", "DtypeTolerance", "PyTorchCheck", "PyTorchTask", "builtin_pytorch_dir",
+           "check_pytorch_candidate", "degenerate_reasons", "load_pytorch_tasks", "pytorch_task_from_dict",
+           "pytorch_task_to_dict", "task_id_for"]
 
 PRECISION_POLICY = "fp32, TF32 off for matmul and cuDNN, for reference and candidate alike"
 
@@ -178,148 +184,3 @@ def _run_fixed_model(task: PyTorchTask, seeds: tuple[int, int], device: str):
             out = model(*inputs)
         outs.append(tuple(out) if isinstance(out, (tuple, list)) else (out,))
     return outs
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Static checks of KernelBench-style candidates
-
-# torch functions a candidate's forward may call: allocation, shape and device bookkeeping, no arithmetic.
-ALLOWED_TORCH_CALLS = {
-    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
-    "tensor", "as_tensor", "device", "Size", "is_tensor", "no_grad", "inference_mode", "get_default_dtype",
-}
-# tensor methods that do not compute on the data
-ALLOWED_TENSOR_METHODS = {
-    "size", "dim", "numel", "stride", "view", "reshape", "contiguous", "is_contiguous", "data_ptr", "to", "cuda",
-    "cpu", "float", "double", "half", "int", "long", "flatten", "unsqueeze", "squeeze", "permute", "transpose",
-    "t", "expand", "expand_as", "view_as", "reshape_as", "element_size", "get_device", "type", "new_empty",
-    "new_zeros", "detach", "requires_grad_", "item", "tolist", "numpy", "chunk", "split", "narrow", "select",
-    "unbind", "clone",
-}
-TORCH_MODULE_NAMES = {"torch", "F", "nn", "functional"}
-FORBIDDEN_IMPORTS = {"threading", "multiprocessing", "concurrent", "asyncio", "subprocess", "ctypes", "signal",
-                     "time", "timeit", "gc", "importlib", "sys", "builtins"}
-_LAUNCH = re.compile(r"<<<")
-_GLOBAL = re.compile(r"__global__\s+\w")
-
-
-@dataclass(frozen=True)
-class PyTorchCheck:
-    ok: bool
-    reasons: tuple[str, ...]
-
-
-def _dotted(node: ast.AST) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
-def check_pytorch_candidate(source: str) -> PyTorchCheck:
-    """Static checks of a KernelBench-style candidate (``class ModelNew``, CUDA source in strings built with
-    ``load_inline`` or similar). Rejects, each with a reason:
-
-    - no ``class ModelNew``; no string holding a ``__global__`` kernel, or none launched with ``<<<``;
-    - ``try``/``except`` anywhere (the classic silent fallback to torch);
-    - imports of threading, multiprocessing, asyncio, subprocess, ctypes, time, gc, importlib, sys ... (side
-      threads, timer access, patching);
-    - extra CUDA streams (``torch.cuda.Stream``, ``torch.cuda.stream``, ``set_stream``) and CUDA graphs;
-    - subclasses of ``torch.Tensor`` and ``__torch_function__`` / ``__torch_dispatch__`` (lazy or fake tensors);
-    - assignments to attributes of modules (``torch.x = ...``, ``setattr(torch, ...)``): monkey-patching;
-    - in ``ModelNew``'s methods: calls of torch compute functions (``torch.*``, ``F.*``, ``nn.functional.*``
-      other than allocation and bookkeeping), of tensor compute methods (``x.sum()``, ``x.exp()``...),
-      ``nn.*`` layers applied as functions, and the ``@`` operator. Arithmetic operators on tensors cannot be
-      told from arithmetic on sizes statically; the run-time evidence (the candidate's own kernels did the
-      work) covers them.
-    """
-    reasons: list[str] = []
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        return PyTorchCheck(False, (f"not valid Python (line {exc.lineno}: {exc.msg})",))
-    classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
-    if "ModelNew" not in classes:
-        reasons.append("no class ModelNew")
-    else:
-        cls = classes["ModelNew"]
-        bases = [_dotted(b) for b in cls.bases]
-        if any(b not in ("nn.Module", "torch.nn.Module", "Module") for b in bases):
-            reasons.append(f"line {cls.lineno}: ModelNew subclasses {', '.join(bases)}: it must derive from "
-                           "nn.Module only (subclassing the reference Model inherits its torch forward)")
-        if not any(isinstance(n, ast.FunctionDef) and n.name == "forward" for n in cls.body):
-            reasons.append(f"line {cls.lineno}: ModelNew defines no forward of its own")
-    strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-    cuda = "\n".join(s for s in strings if "__global__" in s)
-    if not _GLOBAL.search(cuda):
-        reasons.append("no __global__ kernel in the CUDA source")
-    elif not _LAUNCH.search(cuda):
-        reasons.append("a __global__ kernel is defined but never launched (<<< >>>)")
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Try,)) or type(node).__name__ == "TryStar":
-            reasons.append(f"line {node.lineno}: try/except (a fallback path) is not allowed")
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            for m in mods:
-                if m.split(".")[0] in FORBIDDEN_IMPORTS:
-                    reasons.append(f"line {node.lineno}: import of {m} is not allowed")
-        elif isinstance(node, ast.ClassDef):
-            for b in node.bases:
-                if _dotted(b) in ("torch.Tensor", "Tensor"):
-                    reasons.append(f"line {node.lineno}: class {node.name} subclasses torch.Tensor")
-            for b in node.body:
-                if isinstance(b, ast.FunctionDef) and b.name in ("__torch_function__", "__torch_dispatch__"):
-                    reasons.append(f"line {b.lineno}: {b.name} overrides torch dispatch")
-        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for t in targets:
-                if isinstance(t, ast.Attribute) and _dotted(t).split(".")[0] in TORCH_MODULE_NAMES | {"time"}:
-                    reasons.append(f"line {node.lineno}: assignment to {_dotted(t)} (monkey-patching)")
-        elif isinstance(node, ast.Call):
-            name = _dotted(node.func)
-            if name == "setattr" and node.args and _dotted(node.args[0]).split(".")[0] in TORCH_MODULE_NAMES:
-                reasons.append(f"line {node.lineno}: setattr on {_dotted(node.args[0])} (monkey-patching)")
-            if re.search(r"(^|\.)cuda\.(Stream|stream|set_stream|CUDAGraph|graph)$", name) or name.endswith(
-                    "ExternalStream"):
-                reasons.append(f"line {node.lineno}: {name}: extra streams and graphs are not allowed")
-    if "ModelNew" in classes:
-        reasons += _forward_compute(classes["ModelNew"])
-    return PyTorchCheck(not reasons, tuple(dict.fromkeys(reasons)))
-
-
-def _forward_compute(cls: ast.ClassDef) -> list[str]:
-    reasons = []
-    for fn in cls.body:
-        if not isinstance(fn, ast.FunctionDef) or fn.name == "__init__":
-            continue
-        for node in ast.walk(fn):
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-                reasons.append(f"line {node.lineno}: ModelNew.{fn.name} multiplies matrices with @ (a torch op)")
-            if not isinstance(node, ast.Call):
-                continue
-            name = _dotted(node.func)
-            head, _, last = name.rpartition(".")
-            root = name.split(".")[0]
-            if root in TORCH_MODULE_NAMES and head:
-                if head.endswith("cuda") or last in ALLOWED_TORCH_CALLS:
-                    continue
-                reasons.append(f"line {node.lineno}: ModelNew.{fn.name} calls {name} (torch computes, not the "
-                               "candidate's kernel)")
-            elif isinstance(node.func, ast.Attribute) and not (root == "self" and name.count(".") == 1):
-                if last not in ALLOWED_TENSOR_METHODS and last in _TENSOR_COMPUTE:
-                    reasons.append(f"line {node.lineno}: ModelNew.{fn.name} calls .{last}() (a torch op)")
-    return reasons
-
-
-_TENSOR_COMPUTE = {
-    "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "matmul", "mm", "bmm", "mv", "dot", "addmm",
-    "sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "cumsum", "cumprod", "std", "var",
-    "norm", "exp", "exp_", "log", "log_", "sqrt", "rsqrt", "pow", "abs", "neg", "sin", "cos", "tanh", "sigmoid",
-    "relu", "relu_", "softmax", "log_softmax", "clamp", "clamp_", "clip", "where", "masked_fill", "sort",
-    "topk", "gather", "scatter", "scatter_add", "index_select", "conv1d", "conv2d", "linear", "einsum", "fill_",
-    "copy_", "zero_", "erf", "gelu", "silu", "floor", "ceil", "round", "sign", "reciprocal", "square", "logsumexp",
-    "baddbmm", "outer", "kron", "tril", "triu", "flip", "roll", "repeat", "repeat_interleave", "cat", "stack",
-}
