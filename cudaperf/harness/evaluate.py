@@ -84,7 +84,8 @@ def environment(settings: HarnessSettings, gpu_index: int | None = None) -> Envi
 
 
 def code_sha256(code: str) -> str:
-    return hashlib.sha256(code.encode()).hexdigest()
+    # surrogatepass: a rejected candidate may hold lone surrogates (same digest as before for any valid text)
+    return hashlib.sha256(code.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,10 @@ FORBIDDEN_CALLS = {
     "personality": "changes the process's execution domain", "seccomp": "changes the system-call filter",
 }
 
+MAX_CODE_BYTES = 1 << 20
+"""The largest candidate source the checks accept (1 MiB of UTF-8): the bundled fast candidates are a few KiB; a
+20 MB one took minutes in these checks alone before reaching nvcc."""
+
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _STRING = re.compile(r'"(?:\\.|[^"\\\n])*"' + r"|'(?:\\.|[^'\\\n])'")
 _LAUNCH_BOUNDS = r"__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)\s*"
@@ -92,6 +96,27 @@ def strip_comments_and_strings(src: str) -> str:
     return "".join(out)
 
 
+def _line_of(code: str, index: int) -> int:
+    return code.count("\n", 0, index) + 1
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text_reasons(code: str) -> list[str]:
+    """Characters no source file can hold: NUL bytes, and lone surrogates (not valid Unicode, so not writable as
+    UTF-8 for the compiler)."""
+    reasons = []
+    nul = code.find("\x00")
+    if nul >= 0:
+        reasons.append(f"the code contains a NUL byte (line {_line_of(code, nul)}): a source file must be text")
+    sur = _SURROGATE.search(code)
+    if sur:
+        reasons.append(f"the code contains an invalid character U+{ord(sur.group(0)):04X} (a lone surrogate, line "
+                       f"{_line_of(code, sur.start())}): it cannot be written as UTF-8 for the compiler")
+    return reasons
+
+
 @dataclass(frozen=True)
 class StaticCheckResult:
     ok: bool
@@ -107,8 +132,12 @@ def kernel_names(code: str) -> list[str]:
 def check_source(code: str, *, kind: str = "c_function", kernel_name: str | None = None) -> StaticCheckResult:
     """Static checks for a candidate of task kind ``kind``. ``kernel_name`` is the kernel a ``cuda_kernel`` task
     expects the candidate to define."""
+    size = len(code.encode("utf-8", errors="surrogatepass"))
+    if size > MAX_CODE_BYTES:
+        return StaticCheckResult(ok=False, reasons=(
+            f"the code is {size} bytes; the limit is {MAX_CODE_BYTES} bytes (MAX_CODE_BYTES)",), kernels=(), launched=())
+    reasons = _text_reasons(code)
     text = strip_comments_and_strings(code)
-    reasons: list[str] = []
     kernels = _KERNEL_DEF.findall(text)
     if not kernels:
         reasons.append("no __global__ kernel is defined: the candidate must run its work in a CUDA kernel")

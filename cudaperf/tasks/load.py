@@ -22,14 +22,21 @@ def _rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         for i, row in enumerate(pq.read_table(path).to_pylist()):
             yield f"{path}: row {i}", row
         return
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    with path.open("rb") as fh:  # JSON Lines: lines end at b"\n"; each line is decoded on its own
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise TaskError(f"{path}:{lineno}: not valid UTF-8 (byte {exc.start} of the line)") from None
             if not line.strip():
                 continue
             try:
-                yield f"{path}:{lineno}", json.loads(line)
+                row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise TaskError(f"{path}:{lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from None
+            except (ValueError, RecursionError) as exc:  # e.g. an integer of > 4300 digits, nesting too deep
+                raise TaskError(f"{path}:{lineno}: not valid JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
+            yield f"{path}:{lineno}", row
 
 
 def load_tasks(path: str | Path) -> list[Task]:

@@ -122,16 +122,25 @@ def pytorch_task_from_dict(d: dict) -> PyTorchTask:
         errors = _problem_errors(ast.parse(source))
     except SyntaxError as exc:
         raise TaskError(f"task {tid}: source line {exc.lineno}: not valid Python: {exc.msg}") from None
+    except (MemoryError, RecursionError):  # CPython's parser on deeply nested input
+        raise TaskError(f"task {tid}: 'source' is nested too deeply to parse") from None
     if errors:
         raise TaskError(f"task {tid}: not a KernelBench-format problem: {'; '.join(errors)}")
     tol_d = d.get("tolerance") or {}
     try:
         tol = DtypeTolerance(**{k: (float(v[0]), float(v[1])) for k, v in tol_d.items()})
-    except (TypeError, ValueError, IndexError) as exc:
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError) as exc:
         raise TaskError(f"task {tid}: tolerance must map fp32/fp16/bf16 to [atol, rtol]: {exc}") from None
     return PyTorchTask(id=tid, source=source, path=str(d.get("path", "")), tolerance=tol,
                        precision=str(d.get("precision", PRECISION_POLICY)),
-                       description=str(d.get("description", "")), tags=tuple(d.get("tags", ())))
+                       description=str(d.get("description", "")), tags=_tags(d, tid))
+
+
+def _tags(d: dict, tid: str) -> tuple[str, ...]:
+    tags = d.get("tags") or ()
+    if not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) for t in tags):
+        raise TaskError(f"task {tid}: field 'tags' must be a list of strings, got {tags!r}")
+    return tuple(tags)
 
 
 def builtin_pytorch_dir() -> Path:

@@ -79,14 +79,20 @@ _BINOPS = {
 _FUNCS = {"min": min, "max": max}
 
 
+def _parse_expr(expr: object) -> ast.Expression:
+    try:
+        return ast.parse(str(expr), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"cannot parse expression {expr!r}: {exc.msg}") from None
+    except (MemoryError, RecursionError):  # CPython's parser on deeply nested input
+        raise ValueError(f"cannot parse expression {str(expr)[:60]!r}...: nested too deeply") from None
+
+
 def eval_expr(expr: str | int | float, env: Mapping[str, int | float]) -> int | float:
     """Evaluate an arithmetic expression over ``env``. Raises ``ValueError`` on anything else."""
     if isinstance(expr, (int, float)):
         return expr
-    try:
-        tree = ast.parse(str(expr), mode="eval")
-    except SyntaxError as exc:
-        raise ValueError(f"cannot parse expression {expr!r}: {exc.msg}") from None
+    tree = _parse_expr(expr)
 
     def ev(node: ast.AST) -> int | float:
         if isinstance(node, ast.Expression):
@@ -111,10 +117,7 @@ def eval_expr(expr: str | int | float, env: Mapping[str, int | float]) -> int | 
 def expr_names(expr: str | int | float) -> set[str]:
     if isinstance(expr, (int, float)):
         return set()
-    try:
-        tree = ast.parse(str(expr), mode="eval")
-    except SyntaxError as exc:
-        raise ValueError(f"cannot parse expression {expr!r}: {exc.msg}") from None
+    tree = _parse_expr(expr)
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in _FUNCS}
 
 
@@ -258,6 +261,22 @@ def _req(d: Mapping[str, Any], key: str, tid: str, typ: type | tuple[type, ...])
     return val
 
 
+def _int(d: Mapping[str, Any], key: str, tid: str, default: int) -> int:
+    """An optional integer field (a bool or a float with a fraction is not one)."""
+    val = d.get(key, default)
+    ok = isinstance(val, int) or (isinstance(val, float) and math.isfinite(val) and val == int(val))
+    if isinstance(val, bool) or not ok:
+        raise TaskError(f"task {tid}: field {key!r} must be an integer, got {val!r}")
+    return int(val)
+
+
+def _tags(d: Mapping[str, Any], tid: str) -> tuple[str, ...]:
+    tags = d.get("tags") or ()
+    if not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) for t in tags):
+        raise TaskError(f"task {tid}: field 'tags' must be a list of strings, got {tags!r}")
+    return tuple(tags)
+
+
 def _tolerance(d: Mapping[str, Any] | None, tid: str, default: Tolerance) -> Tolerance:
     if d is None:
         return default
@@ -265,7 +284,7 @@ def _tolerance(d: Mapping[str, Any] | None, tid: str, default: Tolerance) -> Tol
         raise TaskError(f"task {tid}: field 'tolerance' must be an object with rtol and atol")
     try:
         tol = Tolerance(rtol=float(d.get("rtol", default.rtol)), atol=float(d.get("atol", default.atol)))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise TaskError(f"task {tid}: tolerance values must be numbers, got {dict(d)}") from None
     if tol.rtol < 0 or tol.atol < 0 or not (math.isfinite(tol.rtol) and math.isfinite(tol.atol)):
         raise TaskError(f"task {tid}: tolerance must be finite and non-negative, got {tol}")
@@ -303,7 +322,7 @@ def _c_function(d: Mapping[str, Any], tid: str) -> CFunctionTask:
         if role not in ("in", "out", "inout", "scalar"):
             raise TaskError(f"task {tid}: argument {an!r}: role must be in, out, inout or scalar, got {role!r}")
         ctype = a.get("ctype")
-        if ctype not in C_TYPES:
+        if not isinstance(ctype, str) or ctype not in C_TYPES:
             raise TaskError(f"task {tid}: argument {an!r}: unsupported ctype {ctype!r} (supported: {sorted(C_TYPES)})")
         length = a.get("length")
         if role != "scalar" and length is None:
@@ -337,11 +356,11 @@ def _c_function(d: Mapping[str, Any], tid: str) -> CFunctionTask:
             if unknown:
                 raise TaskError(f"task {tid}: argument {a.name!r}: expression {e!r} uses unknown names {sorted(unknown)}")
     returns = d.get("returns", "void")
-    if returns != "void" and returns not in C_TYPES:
+    if returns != "void" and (not isinstance(returns, str) or returns not in C_TYPES):
         raise TaskError(f"task {tid}: unsupported return type {returns!r}")
     floats = [a for a in args if a.is_output and is_float_type(a.ctype)]
     default_tol = Tolerance(rtol=1e-9, atol=1e-12) if floats and all(a.ctype == "double" for a in floats) else Tolerance()
-    timing_config = int(d.get("timing_config", -1))
+    timing_config = _int(d, "timing_config", tid, -1)
     if not -len(configs) <= timing_config < len(configs):
         raise TaskError(f"task {tid}: timing_config {timing_config} out of range for {len(configs)} configurations")
     return CFunctionTask(
@@ -354,7 +373,7 @@ def _c_function(d: Mapping[str, Any], tid: str) -> CFunctionTask:
         tolerance=_tolerance(d.get("tolerance"), tid, default_tol),
         timing_config=timing_config,
         description=str(d.get("description", "")),
-        tags=tuple(d.get("tags", ()) or ()),
+        tags=_tags(d, tid),
     )
 
 
@@ -362,7 +381,7 @@ def _c_program(d: Mapping[str, Any], tid: str) -> CProgramTask:
     compare = d.get("compare", "numeric")
     if compare not in ("exact", "numeric"):
         raise TaskError(f"task {tid}: compare must be 'exact' or 'numeric', got {compare!r}")
-    n_configs = int(d.get("n_configs", 2))
+    n_configs = _int(d, "n_configs", tid, 2)
     if n_configs < 2:
         raise TaskError(f"task {tid}: needs n_configs >= 2 input size configurations")
     return CProgramTask(
@@ -372,9 +391,9 @@ def _c_program(d: Mapping[str, Any], tid: str) -> CProgramTask:
         n_configs=n_configs,
         compare=compare,
         tolerance=_tolerance(d.get("tolerance"), tid, Tolerance()),
-        timing_config=int(d.get("timing_config", -1)),
+        timing_config=_int(d, "timing_config", tid, -1),
         description=str(d.get("description", "")),
-        tags=tuple(d.get("tags", ()) or ()),
+        tags=_tags(d, tid),
     )
 
 
@@ -396,7 +415,7 @@ def _cuda_kernel(d: Mapping[str, Any], tid: str) -> CudaKernelTask:
         expected_outputs=expected,
         tolerance=_tolerance(d.get("tolerance"), tid, Tolerance(rtol=1e-4, atol=1e-5)),
         description=str(d.get("description", "")),
-        tags=tuple(d.get("tags", ()) or ()),
+        tags=_tags(d, tid),
     )
 
 
