@@ -131,6 +131,11 @@ def build_root(spec):
     for link, target in spec.get("symlinks", []):  # /bin -> usr/bin on a merged-/usr system
         _mkdirs(os.path.dirname(inside(link)))
         os.symlink(target, inside(link))
+    # The private /tmp first: a bound path under the host's /tmp (a virtualenv or a CUDA install there) is then bound
+    # into it, not covered by it.
+    tmp_opts = f"mode=1777,size={spec['tmp_bytes']},nr_inodes={spec.get('tmp_inodes', 65536)}"
+    _mkdirs(inside("/tmp"))
+    _mount("cudaperf-tmp", inside("/tmp"), "tmpfs", MS_NOSUID | MS_NODEV, tmp_opts)
     for op, p in spec["ops"]:  # in order: a path hidden under a bound one, a path bound under a hidden one
         if op == "hide":  # the checkout, the harness's home or temp dir, where a bound path holds it
             if os.path.isdir(inside(p)):
@@ -145,9 +150,6 @@ def build_root(spec):
             continue
         _mount(p, inside(p), None, MS_BIND | MS_REC)
         _make_readonly(inside(p))
-    tmp_opts = f"mode=1777,size={spec['tmp_bytes']},nr_inodes={spec.get('tmp_inodes', 65536)}"
-    _mkdirs(inside("/tmp"))
-    _mount("cudaperf-tmp", inside("/tmp"), "tmpfs", MS_NOSUID | MS_NODEV, tmp_opts)
     # /dev: the usual character devices and the GPU's nodes, bound from the host one by one
     _mkdirs(inside("/dev"))
     _mount("cudaperf-dev", inside("/dev"), "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m")

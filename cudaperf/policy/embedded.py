@@ -153,7 +153,7 @@ def embedded_model_dir(gguf: str | Path | None = None) -> tuple[Path, bool]:
     return out, True
 
 
-KNOWN_GGUFS = {"b179c9523d0e6a0f": "SmolLM2-135M-Instruct.Q4_1"}
+KNOWN_GGUFS = {"b179c9523d0e6a0f": "SmolLM2-135M-Instruct"}
 """sha256 prefix -> the name a run records, so that a copy of the package's file under another name (a GPU machine's
 joined parts) is still named for what it is."""
 
