@@ -217,7 +217,7 @@ def test_stop_reasons_repeated_failure_and_no_code(tasks, tmp_path):
     assert envs[2].turn == 2 and not envs[2].done
 
 
-def test_target_speedup_and_policy_error_end_a_trajectory(tasks, tmp_path):
+def test_a_policy_error_ends_a_trajectory(tasks, tmp_path):
     from cudaperf.policy.base import Generation
 
     ctx = _ctx(tasks, tmp_path)
@@ -226,3 +226,27 @@ def test_target_speedup_and_policy_error_end_a_trajectory(tasks, tmp_path):
     r = env.step(Generation(text="", finish_reason="error", error="endpoint down after 5 retries"))
     assert r.done and r.stop == "policy_error" and r.record.status == "policy_error" and r.reward is None
     assert not (tmp_path / "results.jsonl").exists() or "s0-t0" not in (tmp_path / "results.jsonl").read_text()
+
+
+def test_a_forged_result_in_the_store_lends_no_credit(tasks, tmp_path):
+    """A result store planted with a correct, 500x result under the key of the next answer (another run's, or an
+    edited file) must not credit an answer whose code it never judged: the evaluator refuses the store."""
+    from dataclasses import replace
+
+    from cudaperf.env.evaluator import StoreMismatchError
+    from cudaperf.harness.evaluate import code_sha256
+    from cudaperf.harness.extract import extract_code
+    from cudaperf.harness.store import ResultStore
+
+    honest = f"<OUTPUT_CUDA>\n{_source('saxpy', 'fast')}\n</OUTPUT_CUDA>"
+    forged = _result(candidate_id="s0-t0", status="scored", stage=Stage.TIMED, correct=True, speedup=500.0,
+                     code_sha256=code_sha256(extract_code(honest).code))
+    ResultStore(tmp_path / "results.jsonl").append(forged)
+    ev = Evaluator(tasks, tmp_path / "results.jsonl", compile_only=True, compile_workers=1)
+    with pytest.raises(StoreMismatchError, match="holds results of other code"):
+        ev.evaluate([("saxpy", "s0-t0", BROKEN)])
+    # the same record for the code it did judge is reused, not judged again (a resumed run)
+    assert ev.evaluate([("saxpy", "s0-t0", honest)])[0].speedup == 500.0 and ev.n_judged == 0
+    ResultStore(tmp_path / "results.jsonl").append(replace(forged, code_sha256=None))
+    with pytest.raises(StoreMismatchError):
+        ev.evaluate([("saxpy", "s0-t0", honest)])

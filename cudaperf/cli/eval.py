@@ -73,6 +73,7 @@ def eval_command(
     report: bool = typer.Option(True, "--report/--no-report", help="Write metrics.json and report.html at the end."),
 ) -> None:
     """Run a policy on a benchmark with multi-turn refinement, judge every answer in the harness, and report."""
+    from cudaperf.env.evaluator import StoreMismatchError
     from cudaperf.eval.run import EvalOptions, RunDirError, run_eval
     from cudaperf.eval.tasksets import load_taskset, select
     from cudaperf.harness.environment import gpu_count
@@ -135,7 +136,7 @@ def eval_command(
                                                 "fewshot": fewshot, "timing_budget_ms": timing_budget_ms,
                                                 "max_reps": max_reps,
                                                 "ranker": str(ranker) if ranker else None})
-        except RunDirError as exc:
+        except (RunDirError, StoreMismatchError) as exc:
             _fail(str(exc))
         finally:
             pol.close()

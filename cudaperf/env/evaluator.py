@@ -17,12 +17,25 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Sequence
 
 from cudaperf.harness.result import EvaluationResult, Stage
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.harness.store import ResultStore
 from cudaperf.tasks.schema import Task
+
+class StoreMismatchError(ValueError):
+    """The result store holds, under a candidate's key, the result of other code."""
+
+
+def _code_sha(completion: str) -> str | None:
+    """The ``code_sha256`` the harness records for ``completion`` (None: no code in it)."""
+    from cudaperf.harness.evaluate import code_sha256
+    from cudaperf.harness.extract import extract_code
+
+    code = extract_code(completion).code
+    return code_sha256(code) if code is not None else None
+
 
 COMPILE_ONLY_MESSAGE = "compile-only run: the candidate compiled and was not run (no GPU asked for)"
 
@@ -58,6 +71,13 @@ class Evaluator:
             raise ValueError(f"completions for unknown tasks: {unknown[:5]}")
         latest = self.store.latest()
         reuse = set(reuse_any)
+        # A stored result stands for a completion only when it judged the same code: a store edited, or left by
+        # another run, cannot lend its verdict (or its speedup) to an answer it never saw.
+        codes = {(t, c): _code_sha(comp) for t, c, comp in items}
+        foreign = [k for k, sha in codes.items() if k in latest and latest[k].code_sha256 != sha]
+        if foreign:
+            raise StoreMismatchError(f"{self.store.path} holds results of other code for {foreign[:3]} (of "
+                                     f"{len(foreign)}): it belongs to another run; give the run its own directory")
         todo = [it for it in items
                 if (it[0], it[1]) not in latest
                 or (not self._final(latest[(it[0], it[1])]) and (it[0], it[1]) not in reuse)]
@@ -139,7 +159,3 @@ class Evaluator:
         if modelnew:
             return unscored(res, COMPILE_ONLY_MESSAGE.replace("compiled", "passed the static checks"))
         return unscored(res, COMPILE_ONLY_MESSAGE)
-
-
-def results_by_key(results: Sequence[EvaluationResult]) -> Mapping[tuple[str, str], EvaluationResult]:
-    return {(r.task_id, r.candidate_id): r for r in results}

@@ -36,7 +36,6 @@ PyTorch tasks, where the inputs come from the trusted source shown, a descriptio
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import random
 from dataclasses import dataclass
@@ -266,6 +265,3 @@ def build_messages(task: Task, examples: Sequence[FewShotExample], feedback_hist
             return msgs
         exs.pop()
 
-
-def prompt_digest(messages: Sequence[Message]) -> str:
-    return hashlib.sha256(json.dumps(list(messages), sort_keys=True).encode()).hexdigest()[:16]

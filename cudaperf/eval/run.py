@@ -81,13 +81,11 @@ class CachingPolicy:
     Requests go to the inner policy in chunks of ``chunk`` so that answers are recorded as they come, not only at
     the end of a turn. Failed answers (``error`` set) are not recorded: a resumed run asks again."""
 
-    def __init__(self, inner: Policy, path: Path, chunk: int = 16,
-                 on_chunk: Callable[[int], None] | None = None) -> None:
+    def __init__(self, inner: Policy, path: Path, chunk: int = 16) -> None:
         self.inner = inner
         self.name = inner.name
         self.path = path
         self.chunk = max(1, chunk)
-        self.on_chunk = on_chunk
         self._out = JsonlAppender(path)
         self.cache: dict[str, Generation] = {}
         for row in _read_jsonl(path):
@@ -104,6 +102,7 @@ class CachingPolicy:
 
     def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[Generation]:
         todo = [r for r in requests if r.key not in self.cache]
+        failed: dict[str, Generation] = {}
         for i in range(0, len(todo), self.chunk):
             part = todo[i:i + self.chunk]
             t0 = time.monotonic()
@@ -111,16 +110,14 @@ class CachingPolicy:
             self.ask_wall_s += time.monotonic() - t0
             self.n_asked += len(part)
             for r, g in zip(part, gens):
-                if g.error is None:
-                    self._out.append({"key": r.key, "task_id": r.task_id, "sample": r.sample, "turn": r.turn,
-                                      "purpose": r.purpose, "generation": g.to_dict(),
-                                      "prompt": [dict(m) for m in r.messages]})
-                    self.cache[r.key] = g
-                else:
-                    self.cache.setdefault(f"!{r.key}", g)
-            if self.on_chunk:
-                self.on_chunk(len(part))
-        return [self.cache.get(r.key) or self.cache.pop(f"!{r.key}") for r in requests]
+                if g.error is not None:
+                    failed[r.key] = g
+                    continue
+                self._out.append({"key": r.key, "task_id": r.task_id, "sample": r.sample, "turn": r.turn,
+                                  "purpose": r.purpose, "generation": g.to_dict(),
+                                  "prompt": [dict(m) for m in r.messages]})
+                self.cache[r.key] = g
+        return [self.cache.get(r.key) or failed[r.key] for r in requests]
 
     def close(self) -> None:
         self.inner.close()
