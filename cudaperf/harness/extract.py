@@ -22,14 +22,13 @@ class Extraction:
 
 
 def extract_code(completion: str) -> Extraction:
-    tags = [m.group(1) for m in _TAG.finditer(completion)]
-    tags = [t for t in tags if t.strip()]
-    if tags:
-        code = tags[-1].strip("\n")
+    for tag in reversed([m.group(1) for m in _TAG.finditer(completion)]):
+        code = tag.strip("\n")
         inner = _FENCE.search(code)  # a fence inside the tag: take its body
         if inner and "```" in code:
             code = inner.group(2)
-        return Extraction(code=code.strip("\n") + "\n", method="tag")
+        if code.strip():  # a tag holding only blanks or an empty fence holds no code: try the one before
+            return Extraction(code=code.strip("\n") + "\n", method="tag")
     fences = [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(completion)]
     fences = [(lang, body) for lang, body in fences if body.strip()]
     if fences:
