@@ -89,8 +89,11 @@ def feedback_text(result: EvaluationResult, features: dict[str, float | None],
         log = trim_compile_log(f.message if f else (result.compile.log if result.compile else ""), s)
         body = f"[COMPILE_ERROR]\n{log}\n[/COMPILE_ERROR]"
     elif kind == FailureKind.NO_GPU_WORK:
-        body = ("Your previous answer computed the outputs without running any GPU kernel: the work must be done by "
-                "CUDA kernels.")
+        body = ("Your previous answer's outputs were not computed on the GPU: the work must be done by CUDA kernels "
+                f"and the outputs copied back from the device. ({(f.message if f else '')[: s.max_message_chars]})")
+    elif kind == FailureKind.TIMER_MISMATCH:
+        body = ("Your previous answer was correct, but its timing record disagreed with the harness's clock, so it "
+                "got no credit: do not touch the timer or the driver's memory.")
     elif kind is not None and not result.correct:
         label = {FailureKind.WRONG_OUTPUT: "wrong output", FailureKind.TIMING_RECHECK: "wrong output while timed",
                  FailureKind.CRASH: "crash", FailureKind.TIMEOUT: "time limit", FailureKind.CUDA_ERROR: "CUDA error"}

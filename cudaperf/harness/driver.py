@@ -7,22 +7,32 @@ call the function at the same boundary: host inputs in, host outputs out.
 Modes (``argv[1]``)::
 
     test  INPUTS OUTPUTS STATS                 every case once; outputs poisoned before each call
-    time  INPUTS OUTPUTS STATS MIN MAX BUDGET_MS CV WARMUP [WARMUP_MS]
+    ptest INPUTS OUTPUTS STATS SEED...         ``test`` with case I's inputs perturbed by SEED I (the reference
+                                               computes what a perturbed timed call should have returned)
+    time  INPUTS OUTPUTS STATS MIN MAX BUDGET_MS CV WARMUP [WARMUP_MS [SECRET]]
                                                rotate over the cases; fresh host buffers per call (untimed),
+                                               perturbed by the call's seed of SECRET (0: not perturbed);
                                                timed call + device-wide synchronize; adaptive repetitions;
                                                warm-up: WARMUP calls and at least WARMUP_MS of calls
     testtime INPUTS OUTPUTS STATS TINPUTS TOUTPUTS TSTATS CTL_FD
                                                ``test``, then report ``tests_done`` on descriptor CTL_FD and
                                                read the harness's commands on stdin, one per line: ``time MIN
-                                               MAX BUDGET_MS CV WARMUP WARMUP_MS`` runs one timing window on
+                                               MAX BUDGET_MS CV WARMUP WARMUP_MS SECRET`` runs one timing window on
                                                the T* files in the same process (one context, warm clocks) and
                                                reports ``timing_done``; anything else (or end of input) writes
                                                the timing outputs, traces one call, and ends the program. Windows
                                                let a batch interleave the timing of a task's candidates.
 
 The outputs file is written case by case and flushed, so a crash keeps what came before it. The stats file is
-text: ``case I kernels K kernel_ns ...`` (GPU build), ``time_ns T`` lines, ``cuda_error I NAME`` on a CUDA error
-(then exit 3), ``probe_error MSG`` when CUPTI cannot trace.
+text: ``case I valid V call_ns C kernels K kernel_ns ...`` (GPU build), ``time_ns T`` lines, ``window W reps R
+warm K span_ns S`` after each window, ``kept case I seed S`` (the seed of the last timed call on case I, whose
+outputs the timing outputs file holds), ``cuda_error I NAME`` on a CUDA error (then exit 3), ``probe_error MSG``
+when CUPTI cannot trace.
+
+Timed inputs never repeat: every call's inputs are perturbed by a seed derived from the window's SECRET (drawn by
+the harness per window) and the call's index (:func:`call_seed`), so a candidate that caches outputs by its inputs
+returns stale outputs, and the harness re-checks the last timed call on each case against the reference run on
+the same perturbed inputs (``ptest``).
 """
 
 from __future__ import annotations
@@ -32,6 +42,29 @@ from cudaperf.tasks.schema import CFunctionTask, c_param_decl, is_float_type
 EXIT_CUDA_ERROR = 3
 EXIT_BAD_INPUT = 4
 EXIT_NO_GPU = 5
+
+PERTURBED_KINDS = ("uniform", "randint")
+"""Input distributions whose arrays the timing perturbs per call (any element may take any other's value);
+structured ones (permutations, offsets, sorted, aranges, constants) are left as drawn."""
+
+_M64 = (1 << 64) - 1
+
+
+def _mix(z: int) -> int:
+    z = (z + 0x9E3779B97F4A7C15) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def call_seed(secret: int, k: int) -> int:
+    """The perturbation seed of a window's ``k``-th call (warm-up calls first), as the driver computes it."""
+    return _mix((secret + (k + 1) * 0x632BE59BD9B4E019) & _M64) if secret else 0
+
+
+def perturbs_inputs(task: CFunctionTask) -> bool:
+    """Whether timed calls of ``task`` see perturbed inputs (some in/inout array has a value distribution)."""
+    return any(a.role in ("in", "inout") and a.dist.kind in PERTURBED_KINDS for a in task.args)
 
 
 def driver_source(task: CFunctionTask) -> str:
@@ -72,6 +105,13 @@ def driver_source(task: CFunctionTask) -> str:
                     f"    fwrite(&c->n{k}, 8, 1, fh); if (c->n{k}) fwrite(b->a{k}, sizeof({t}), c->n{k}, fh);"
                 )
             free.append(f"    free(b->a{k}); b->a{k} = NULL;")
+    perturb = []
+    for k, a in enumerate(task.args):
+        if a.role in ("in", "inout") and a.dist.kind in PERTURBED_KINDS:
+            perturb.append(
+                f"    {{ uint64_t L = c->n{k}, m = L / 1024; if (m < 8) m = L < 8 ? L : 8; if (m > 4096) m = 4096;\n"
+                f"      for (uint64_t j = 0; j < m; ++j) {{ uint64_t p = (st = cp_mix(st)) % L; "
+                f"uint64_t q = (st = cp_mix(st)) % L; b->a{k}[p] = b->a{k}[q]; }} }}")
     buf_fields = [f"    {task.args[k].ctype}* a{k};" for k, a in enumerate(task.args) if a.is_array]
     ret_decl = "" if task.returns == "void" else f"    {task.returns} ret;"
     call = f"{fn}({', '.join(call_args)})"
@@ -115,10 +155,37 @@ static void *xmalloc(size_t n) {{
     return p;
 }}
 
+/* The clock. In the candidate's build it is read with the system call itself, not through the C library, its
+ * vDSO or the program's symbol tables, which code in the same process could redirect without touching this
+ * code; the harness also checks each timing window against its own clock (see timing_window). */
 static double now_ns(void) {{
     struct timespec ts;
+#if defined(CUDAPERF_GPU) && defined(__x86_64__)
+    long rc;
+    __asm__ volatile ("syscall" : "=a"(rc) : "0"(228L), "D"((long)CLOCK_MONOTONIC), "S"(&ts) : "rcx", "r11", "memory");
+    if (rc != 0) {{ fprintf(stderr, "cudaperf driver: clock_gettime failed\\n"); exit({EXIT_BAD_INPUT}); }}
+#elif defined(CUDAPERF_GPU) && defined(__aarch64__)
+    register long x8 __asm__("x8") = 113;
+    register long x0 __asm__("x0") = CLOCK_MONOTONIC;
+    register long x1 __asm__("x1") = (long)&ts;
+    __asm__ volatile ("svc 0" : "+r"(x0) : "r"(x8), "r"(x1) : "memory");
+    if (x0 != 0) {{ fprintf(stderr, "cudaperf driver: clock_gettime failed\\n"); exit({EXIT_BAD_INPUT}); }}
+#else
     clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}}
+
+/* splitmix64: the per-call perturbation stream (the harness computes the same seeds, cudaperf.harness.driver). */
+static uint64_t cp_mix(uint64_t z) {{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}}
+
+static uint64_t call_seed(uint64_t secret, uint64_t k) {{
+    return secret ? cp_mix(secret + (k + 1) * 0x632BE59BD9B4E019ull) : 0;
 }}
 
 static int read_case(FILE *fh, Case *c) {{
@@ -131,6 +198,16 @@ static int read_case(FILE *fh, Case *c) {{
 static void setup_buffers(const Case *c, Buffers *b) {{
     b->bytes = 0;
 {nl.join(setup)}
+}}
+
+/* A timed call's inputs differ from every earlier call's where the program cannot predict: elements of each
+ * in/inout array drawn from a value distribution are overwritten by other elements of the same array (so they
+ * stay in range), positions drawn from the seed. Seed 0: unchanged. */
+static void perturb_buffers(const Case *c, Buffers *b, uint64_t seed) {{
+    uint64_t st = seed;
+    if (!seed) return;
+{nl.join(perturb)}
+    (void)c; (void)b; (void)st;
 }}
 
 static void free_buffers(Buffers *b) {{
@@ -209,24 +286,28 @@ static double cv_of(const double *t, int n) {{
     return n > 1 && mean > 0 ? sqrt(var / (n - 1)) / mean : 1.0;
 }}
 
-static int run_tests(const char *in, const char *outp, FILE *stats) {{
+static int run_tests(const char *in, const char *outp, FILE *stats, const uint64_t *seeds, int n_seeds) {{
     uint32_t n = 0;
     Case *cases = read_cases(in, &n);
+    if (seeds && n_seeds != (int)n) {{ fprintf(stderr, "cudaperf driver: %d seeds for %u cases\\n", n_seeds, n); exit({EXIT_BAD_INPUT}); }}
     FILE *out = open_out(outp, n);
     for (uint32_t i = 0; i < n; ++i) {{
         Buffers b;
         setup_buffers(&cases[i], &b);
+        if (seeds) perturb_buffers(&cases[i], &b, seeds[i]);
 #ifdef CUDAPERF_GPU
         poison_device_pool(2 * b.bytes + (1u << 20));
         cudaperf_probe_begin();
+        double c0 = now_ns();
 #endif
         call_case(&cases[i], &b);
 #ifdef CUDAPERF_GPU
         check_cuda(stats, (int)i, cudaDeviceSynchronize());
+        double c1 = now_ns();
         check_cuda(stats, (int)i, cudaGetLastError());
         cudaperf_probe_stats p = cudaperf_probe_end();
-        fprintf(stats, "case %u valid %d kernels %llu kernel_ns %llu memcpy_ns %llu memset_ns %llu htod_bytes %llu dtoh_bytes %llu\\n",
-                i, p.valid, (unsigned long long)p.kernels, (unsigned long long)p.kernel_ns,
+        fprintf(stats, "case %u valid %d call_ns %.0f kernels %llu kernel_ns %llu memcpy_ns %llu memset_ns %llu htod_bytes %llu dtoh_bytes %llu\\n",
+                i, p.valid, c1 - c0, (unsigned long long)p.kernels, (unsigned long long)p.kernel_ns,
                 (unsigned long long)p.memcpy_ns, (unsigned long long)p.memset_ns,
                 (unsigned long long)p.htod_bytes, (unsigned long long)p.dtoh_bytes);
         fflush(stats);
@@ -244,6 +325,7 @@ typedef struct {{
     uint32_t n;
     Buffers *last;
     int *have;
+    uint64_t *last_seed;
     int windows;
 }} Timing;
 
@@ -253,39 +335,49 @@ static void timing_open(Timing *t, const char *in) {{
     if (t->n == 0) exit({EXIT_BAD_INPUT});
     t->last = (Buffers *)xmalloc(sizeof(Buffers) * t->n);
     t->have = (int *)calloc(t->n, sizeof(int));
+    t->last_seed = (uint64_t *)calloc(t->n, sizeof(uint64_t));
     t->windows = 0;
 }}
 
 /* One timing window: warm-up (WARMUP calls and at least WARMUP_MS), then timed calls rotating over the cases
- * until MIN reps are done and the cv is below CV or BUDGET_MS has passed (at most MAX). */
+ * until MIN reps are done and the cv is below CV or BUDGET_MS has passed (at most MAX). Every call (warm-up too)
+ * gets inputs perturbed by the K-th seed of SECRET, K counting the window's calls from 0. The window line reports
+ * the warm-up calls and the span from the window's start to its last timed call, which the harness compares with
+ * its own clock. */
 static void timing_window(Timing *t, FILE *stats, int min_reps, int max_reps, double budget_ms, double cv_target,
-                          int warmup, double warmup_ms) {{
+                          int warmup, double warmup_ms, uint64_t secret) {{
     uint32_t n = t->n;
+    uint64_t k = 0;
     if (min_reps < (int)n) min_reps = (int)n;
     if (max_reps < min_reps) max_reps = min_reps;
     double *times = (double *)xmalloc(sizeof(double) * (size_t)max_reps);
     double warm_start = now_ns();
-    for (int w = 0; w < warmup || ((now_ns() - warm_start) / 1e6 < warmup_ms && w < 1000); ++w) {{
+    int w = 0;
+    for (; w < warmup || ((now_ns() - warm_start) / 1e6 < warmup_ms && w < 1000); ++w) {{
         Buffers b;
         setup_buffers(&t->cases[w % n], &b);
+        perturb_buffers(&t->cases[w % n], &b, call_seed(secret, k++));
         call_case(&t->cases[w % n], &b);
 #ifdef CUDAPERF_GPU
         check_cuda(stats, -1, cudaDeviceSynchronize());
 #endif
         free_buffers(&b);
     }}
-    double start = now_ns();
+    double start = now_ns(), end = start;
     int reps = 0;
     while (reps < max_reps) {{
         uint32_t ci = (uint32_t)(reps % (int)n);
         Buffers b;
+        uint64_t seed = call_seed(secret, k++);
         setup_buffers(&t->cases[ci], &b);          /* fresh host buffers, outside the timed region */
+        perturb_buffers(&t->cases[ci], &b, seed);
         double t0 = now_ns();
         call_case(&t->cases[ci], &b);
 #ifdef CUDAPERF_GPU
         cudaError_t err = cudaDeviceSynchronize(); /* device-wide: work on any stream counts */
 #endif
         double t1 = now_ns();
+        end = t1;
 #ifdef CUDAPERF_GPU
         check_cuda(stats, -1, err);
 #endif
@@ -293,10 +385,11 @@ static void timing_window(Timing *t, FILE *stats, int min_reps, int max_reps, do
         if (t->have[ci]) free_buffers(&t->last[ci]);
         t->last[ci] = b;
         t->have[ci] = 1;
+        t->last_seed[ci] = seed;
         if (reps >= min_reps && (cv_of(times, reps) < cv_target || (now_ns() - start) / 1e6 > budget_ms)) break;
     }}
     for (int i = 0; i < reps; ++i) fprintf(stats, "time_ns %.0f\\n", times[i]);
-    fprintf(stats, "window %d reps %d\\n", t->windows, reps);
+    fprintf(stats, "window %d reps %d warm %d span_ns %.0f\\n", t->windows, reps, w, end - warm_start);
     fflush(stats);
     free(times);
     t->windows++;
@@ -309,16 +402,20 @@ static void timing_close(Timing *t, const char *outp, FILE *stats) {{
     FILE *out = open_out(outp, n);
     for (uint32_t i = 0; i < n; ++i) write_case(out, &t->cases[i], &t->last[i]);
     fclose(out);
+    for (uint32_t i = 0; i < n; ++i) fprintf(stats, "kept case %u seed %llu\\n", i, (unsigned long long)t->last_seed[i]);
 #ifdef CUDAPERF_GPU
     {{
         Buffers b;
         setup_buffers(&t->cases[0], &b);
+        perturb_buffers(&t->cases[0], &b, call_seed(t->last_seed[0], 7));
         cudaperf_probe_begin();
+        double c0 = now_ns();
         call_case(&t->cases[0], &b);
         check_cuda(stats, -1, cudaDeviceSynchronize());
+        double c1 = now_ns();
         cudaperf_probe_stats p = cudaperf_probe_end();
-        fprintf(stats, "profile valid %d kernels %llu kernel_ns %llu memcpy_ns %llu memset_ns %llu htod_bytes %llu dtoh_bytes %llu\\n",
-                p.valid, (unsigned long long)p.kernels, (unsigned long long)p.kernel_ns,
+        fprintf(stats, "profile valid %d call_ns %.0f kernels %llu kernel_ns %llu memcpy_ns %llu memset_ns %llu htod_bytes %llu dtoh_bytes %llu\\n",
+                p.valid, c1 - c0, (unsigned long long)p.kernels, (unsigned long long)p.kernel_ns,
                 (unsigned long long)p.memcpy_ns, (unsigned long long)p.memset_ns,
                 (unsigned long long)p.htod_bytes, (unsigned long long)p.dtoh_bytes);
         free_buffers(&b);
@@ -329,10 +426,10 @@ static void timing_close(Timing *t, const char *outp, FILE *stats) {{
 }}
 
 static int run_timing(const char *in, const char *outp, FILE *stats, int min_reps, int max_reps, double budget_ms,
-                      double cv_target, int warmup, double warmup_ms) {{
+                      double cv_target, int warmup, double warmup_ms, uint64_t secret) {{
     Timing t;
     timing_open(&t, in);
-    timing_window(&t, stats, min_reps, max_reps, budget_ms, cv_target, warmup, warmup_ms);
+    timing_window(&t, stats, min_reps, max_reps, budget_ms, cv_target, warmup, warmup_ms, secret);
     timing_close(&t, outp, stats);
     return 0;
 }}
@@ -364,13 +461,19 @@ int main(int argc, char **argv) {{
 #endif
     fflush(stats);
     int rc;
-    if (strcmp(argv[1], "test") == 0) rc = run_tests(argv[2], argv[3], stats);
+    if (strcmp(argv[1], "test") == 0) rc = run_tests(argv[2], argv[3], stats, NULL, 0);
+    else if (strcmp(argv[1], "ptest") == 0) {{
+        int ns = argc - 5;
+        uint64_t *seeds = (uint64_t *)xmalloc(sizeof(uint64_t) * (size_t)(ns > 0 ? ns : 1));
+        for (int i = 0; i < ns; ++i) seeds[i] = strtoull(argv[5 + i], NULL, 10);
+        rc = run_tests(argv[2], argv[3], stats, seeds, ns);
+    }}
     else if (strcmp(argv[1], "time") == 0 && argc >= 10)
         rc = run_timing(argv[2], argv[3], stats, atoi(argv[5]), atoi(argv[6]), atof(argv[7]), atof(argv[8]), atoi(argv[9]),
-                        argc >= 11 ? atof(argv[10]) : 0.0);
+                        argc >= 11 ? atof(argv[10]) : 0.0, argc >= 12 ? strtoull(argv[11], NULL, 10) : 0);
     else if (strcmp(argv[1], "testtime") == 0 && argc >= 9) {{
         int ctl = atoi(argv[8]);
-        rc = run_tests(argv[2], argv[3], stats);
+        rc = run_tests(argv[2], argv[3], stats, NULL, 0);
         fflush(stats);
         report(ctl, "tests_done\\n");
         FILE *tstats = NULL;
@@ -379,14 +482,15 @@ int main(int argc, char **argv) {{
         while (rc == 0 && fgets(cmd, sizeof cmd, stdin)) {{
             int min_reps, max_reps, warmup;
             double budget_ms, cv, warmup_ms;
-            if (sscanf(cmd, "time %d %d %lf %lf %d %lf", &min_reps, &max_reps, &budget_ms, &cv, &warmup,
-                       &warmup_ms) != 6) break;
+            unsigned long long secret = 0;
+            if (sscanf(cmd, "time %d %d %lf %lf %d %lf %llu", &min_reps, &max_reps, &budget_ms, &cv, &warmup,
+                       &warmup_ms, &secret) < 6) break;
             if (!tstats) {{
                 tstats = fopen(argv[7], "w");
                 if (!tstats) {{ rc = {EXIT_BAD_INPUT}; break; }}
                 timing_open(&t, argv[5]);
             }}
-            timing_window(&t, tstats, min_reps, max_reps, budget_ms, cv, warmup, warmup_ms);
+            timing_window(&t, tstats, min_reps, max_reps, budget_ms, cv, warmup, warmup_ms, (uint64_t)secret);
             report(ctl, "timing_done\\n");
         }}
         if (tstats) {{

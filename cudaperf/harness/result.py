@@ -44,6 +44,8 @@ class FailureKind(str, Enum):
     WRONG_OUTPUT = "wrong_output"
     NO_GPU_WORK = "no_gpu_work"
     TIMING_RECHECK = "wrong_output_during_timing"
+    TIMER_MISMATCH = "timer_mismatch"
+    """The candidate's in-process timing record disagrees with the harness's own clock (a forged timer)."""
     HARNESS = "harness_error"
 
 
@@ -179,6 +181,16 @@ class GpuEvidence:
     memset_ms: float | None = None
     htod_bytes: int | None = None
     dtoh_bytes: int | None = None
+    call_ms: float | None = None
+    """Wall time of the traced call at the timing size (its kernels' share: ``kernel_share``)."""
+    kernel_share: float | None = None
+    """``kernel_ms / call_ms`` of the traced call at the timing size."""
+    output_bytes_min_fraction: float | None = None
+    """Over the hidden tests, the smallest ratio of bytes copied from the device to the bytes of the outputs
+    (>= ``HarnessSettings.outputs_from_device_fraction`` for credit)."""
+    timer_check: str | None = None
+    """The external clock check of the timing windows: ``in-process span / harness clock`` per window, or why it
+    did not apply."""
 
 
 @dataclass(frozen=True)

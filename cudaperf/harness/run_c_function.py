@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -22,7 +23,7 @@ import numpy as np
 
 from cudaperf.harness.compare import compare_arrays, describe_mismatch
 from cudaperf.harness.compile import BuildOutcome, build_reference
-from cudaperf.harness.driver import driver_source
+from cudaperf.harness.driver import call_seed, driver_source, perturbs_inputs
 from cudaperf.harness import hostload
 from cudaperf.harness.environment import device_for_child
 from cudaperf.harness.result import Failure, FailureKind, GpuEvidence, HostLoad, Stage, TestOutcome, TimingStats
@@ -31,7 +32,7 @@ from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, SandboxRun
 from cudaperf.harness.quiet import HOST, BackgroundSlot
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks.inputs import CaseInputs, CaseOutputs, OutputFormatError, generate_case, read_outputs, write_inputs
-from cudaperf.tasks.schema import CFunctionTask, is_float_type
+from cudaperf.tasks.schema import CFunctionTask, is_float_type, numpy_dtype
 
 
 class HarnessError(RuntimeError):
@@ -199,7 +200,13 @@ class _Stats:
     profile: dict[str, int] | None
     times_ms: list[float]
     window_reps: list[int] = field(default_factory=list)
-    """Timed calls of each window, in order (the driver's ``window N reps R`` lines)."""
+    """Timed calls of each window, in order (the driver's ``window N reps R ...`` lines)."""
+    window_warm: list[int] = field(default_factory=list)
+    """Warm-up calls of each window."""
+    window_span_ms: list[float] = field(default_factory=list)
+    """Each window's in-process span, from its start to the end of its last timed call."""
+    kept_seeds: dict[int, int] = field(default_factory=dict)
+    """Timing case -> the perturbation seed of its last timed call (whose outputs ``tout.bin`` holds)."""
 
     def windows(self) -> list[list[float]]:
         """The samples split by window; one window when the split does not add up."""
@@ -219,6 +226,9 @@ def _parse_stats(path: Path) -> _Stats:
     profile = None
     times: list[float] = []
     window_reps: list[int] = []
+    window_warm: list[int] = []
+    window_span: list[float] = []
+    kept: dict[int, int] = {}
     for line in text.splitlines():
         parts = line.split()
         if not parts:
@@ -237,9 +247,19 @@ def _parse_stats(path: Path) -> _Stats:
             profile = {k: int(v) for k, v in kv.items() if re.fullmatch(r"\d+", v)}
         elif parts[0] == "time_ns" and len(parts) == 2:
             times.append(float(parts[1]) / 1e6)
-        elif parts[0] == "window" and len(parts) == 4 and parts[2] == "reps" and parts[3].isdigit():
+        elif parts[0] == "window" and len(parts) >= 4 and parts[2] == "reps" and parts[3].isdigit():
             window_reps.append(int(parts[3]))
-    return _Stats(cuda_error, init_error, probe_error, case_kernels, profile, times, window_reps)
+            kv = dict(zip(parts[4::2], parts[5::2]))
+            if kv.get("warm", "").isdigit():
+                window_warm.append(int(kv["warm"]))
+            try:
+                window_span.append(float(kv["span_ns"]) / 1e6)
+            except (KeyError, ValueError):
+                pass
+        elif parts[0] == "kept" and len(parts) == 5 and parts[2].isdigit() and parts[4].isdigit():
+            kept[int(parts[2])] = int(parts[4])
+    return _Stats(cuda_error, init_error, probe_error, case_kernels, profile, times, window_reps, window_warm,
+                  window_span, kept)
 
 
 @dataclass(frozen=True)
@@ -254,6 +274,27 @@ class CFunctionOutcome:
     run_s: float
     phases_s: dict = field(default_factory=dict)
     """Where the run's time went: tests, waiting for a quiet host, timing windows, the end of the process."""
+
+
+def output_bytes(task: CFunctionTask, outputs: CaseOutputs) -> int:
+    """The bytes a call must bring back from the device: its output arrays, or (none) its return value."""
+    arrays = sum(np.asarray(v).nbytes for k, v in outputs.values.items() if k != "return")
+    if arrays:
+        return int(arrays)
+    return int(np.dtype(numpy_dtype(task.returns)).itemsize) if task.returns != "void" else 0
+
+
+def _device_output_fraction(prepared: PreparedCFunction, stats: _Stats) -> float | None:
+    """Over the hidden tests with a valid trace, the smallest (device-to-host bytes / output bytes)."""
+    worst = None
+    for i, exp in enumerate(prepared.expected_tests):
+        rec = stats.case_kernels.get(i)
+        need = output_bytes(prepared.task, exp)
+        if not rec or not rec.get("valid") or need == 0 or "dtoh_bytes" not in rec:
+            continue
+        frac = rec["dtoh_bytes"] / need
+        worst = frac if worst is None else min(worst, frac)
+    return worst
 
 
 def _run_failure(run: SandboxRun | None, stats: _Stats, during: str) -> Failure | None:
@@ -320,14 +361,22 @@ def _judge_tests(prepared: PreparedCFunction, w: Path, run: SandboxRun | None,
                           f"{first.config}: {first.message}")
     kernels_in_tests = sum(v.get("kernels", 0) for v in stats.case_kernels.values())
     probe_ok = stats.probe_error is None and all(v.get("valid", 0) for v in stats.case_kernels.values())
+    frac = _device_output_fraction(prepared, stats) if probe_ok else None
     evidence = GpuEvidence(source="cupti" if probe_ok else f"unavailable: {stats.probe_error}",
-                           kernels_in_tests=kernels_in_tests, kernels_in_timed_call=None)
+                           kernels_in_tests=kernels_in_tests, kernels_in_timed_call=None,
+                           output_bytes_min_fraction=None if frac is None else round(frac, 4))
     if failure is None and not probe_ok and settings.require_gpu_evidence:
         failure = Failure(FailureKind.HARNESS, f"cannot verify GPU work: profiler probe unavailable "
                           f"({stats.probe_error})", "harness")
     if failure is None and probe_ok and kernels_in_tests == 0:
         failure = Failure(FailureKind.NO_GPU_WORK, "outputs were right but no GPU kernel ran in any hidden test: "
                           "the work was done on the host")
+    need = settings.outputs_from_device_fraction
+    if failure is None and probe_ok and need > 0 and frac is not None and frac < need:
+        failure = Failure(FailureKind.NO_GPU_WORK, (
+            f"outputs were right but a hidden test copied only {100 * frac:.0f} % of the output bytes from the "
+            "device: outputs must come back with cudaMemcpy from device memory (host work behind a kernel, or "
+            "outputs written through mapped or managed memory, get no credit)"))
     return _TestVerdict(tuple(tests), p, failure, evidence, Stage.RAN)
 
 
@@ -351,9 +400,44 @@ class TimingWindow:
                             budget_ms=settings.budget_ms / rounds, cv_target=settings.cv_target,
                             warmup=settings.warmup if first else 1, warmup_ms=settings.warmup_ms)
 
-    def command(self) -> str:
+    def command(self, secret: int = 0) -> str:
+        """The driver's command; ``secret`` (nonzero) perturbs every call's inputs (see the driver)."""
         return (f"time {self.min_reps} {self.max_reps} {self.budget_ms:.3f} {self.cv_target} {self.warmup} "
-                f"{self.warmup_ms:.3f}")
+                f"{self.warmup_ms:.3f} {secret}")
+
+
+def check_timer(window_ext_ms: list[float], tstats: _Stats, settings: HarnessSettings) -> tuple[str | None, str]:
+    """Each timing window's in-process record against the harness's clock: (what disagrees, or None; the
+    ratios in-process span / harness clock, for the record)."""
+    st, n = settings, len(window_ext_ms)
+    if len(tstats.window_span_ms) != n or len(tstats.window_reps) != n:
+        return (f"the driver recorded {len(tstats.window_span_ms)} timing windows where the harness ran {n}",
+                "inconsistent")
+    wins = tstats.windows()
+    if sum(tstats.window_reps) != len(tstats.times_ms) or len(wins) != n:
+        return f"{len(tstats.times_ms)} timed calls where the windows report {sum(tstats.window_reps)}", \
+            "inconsistent"
+    ratios = []
+    for i, (ext, span, samples) in enumerate(zip(window_ext_ms, tstats.window_span_ms, wins)):
+        total = sum(samples)
+        ratios.append(f"{span / ext:.3f}" if ext > 0 else "n/a")
+        if total > span * 1.001 + 0.01:
+            return (f"window {i}: the timed calls add up to {total:.3f} ms, more than the window's span of "
+                    f"{span:.3f} ms", "inconsistent")
+        if span > ext + 1.0:
+            return (f"window {i}: the driver's clock measured {span:.1f} ms where the harness's measured "
+                    f"{ext:.1f} ms", "span/clock " + ",".join(ratios))
+        if span < ext * (1 - st.timer_check_rel) - st.timer_check_abs_ms:
+            return (f"window {i}: the driver's clock measured {span:.1f} ms where the harness's measured "
+                    f"{ext:.1f} ms (a timer forged in the candidate's process?)", "span/clock " + ",".join(ratios))
+    return None, "span/clock " + ",".join(ratios)
+
+
+
+def kept_call_seeds(secret: int, warm: int, reps: int, n_sets: int) -> list[int]:
+    """The perturbation seeds of the last timed call on each of ``n_sets`` timing input sets in a window of
+    ``warm`` warm-up calls and ``reps`` timed calls (timed call r runs on set r mod n_sets)."""
+    return [call_seed(secret, warm + c + n_sets * ((reps - 1 - c) // n_sets)) for c in range(n_sets)]
 
 
 class CandidateRun:
@@ -375,7 +459,12 @@ class CandidateRun:
         """Tests passed and the process waits for timing windows."""
         self.windows_tried = 0
         self.window_failed: str | None = None
-        self._cmds: queue.Queue[str | None] = queue.Queue()
+        self._cmds: queue.Queue[TimingWindow | None] = queue.Queue()
+        self.perturb = settings.timing_recheck and perturbs_inputs(prepared.task)
+        self.window_secrets: list[int] = []
+        """The perturbation secret of each window sent (0: inputs not perturbed)."""
+        self.window_ext_ms: list[float] = []
+        """Each window as the harness's clock saw it: command sent to ``timing_done`` received."""
         self._events: queue.Queue[tuple[str, object]] = queue.Queue()
         self._outcome: CFunctionOutcome | None = None
         self._error: BaseException | None = None
@@ -401,7 +490,7 @@ class CandidateRun:
         """One timing window; False when the process is not waiting or the window failed (it then ends)."""
         if not self.waiting:
             return False
-        self._cmds.put(window.command())
+        self._cmds.put(window)
         _, ok = self._events.get()
         if not ok:
             self.waiting = False
@@ -476,8 +565,13 @@ class CandidateRun:
                 t_win = time.monotonic()
                 self.phases_s["quiet_wait_s"] += t_win - t_wait
                 self.windows_tried += 1
-                done = ctl.read_line(timeout_s=settings.timing_timeout_s) if ctl.send(cmd) else None
-                self.phases_s["windows_s"] += time.monotonic() - t_win
+                secret = (secrets.randbits(63) | 1) if self.perturb else 0
+                self.window_secrets.append(secret)
+                t_sent = time.monotonic()
+                done = ctl.read_line(timeout_s=settings.timing_timeout_s) if ctl.send(cmd.command(secret)) else None
+                t_done = time.monotonic()
+                self.window_ext_ms.append((t_done - t_sent) * 1e3)
+                self.phases_s["windows_s"] += t_done - t_win
             if host.load is not None and self.host is None:
                 self.host = host.load  # the first window's (with several rounds, the others' are alike)
             if done != "timing_done":
@@ -541,7 +635,15 @@ class CandidateRun:
         except (OutputFormatError, FileNotFoundError) as exc:
             return CFunctionOutcome(Stage.CORRECT, False, Failure(FailureKind.CRASH, f"timing outputs: {exc}"),
                                     tests, p, None, evidence, run_s)
-        for j, exp in enumerate(prepared.expected_timing):
+        problem, timer_note = self._check_timer(tstats)
+        evidence = replace(evidence, timer_check=timer_note)
+        if problem is None:
+            expected, problem = self._expected_timing(tstats)
+        if problem is not None:
+            return CFunctionOutcome(Stage.CORRECT, False, Failure(
+                FailureKind.TIMER_MISMATCH, f"timing at size {size}: {problem}; no credit"), tests, p, None,
+                evidence, run_s)
+        for j, exp in enumerate(expected):
             m = compare_case(task, exp, touts[j] if j < len(touts) else None)
             if m is not None:
                 return CFunctionOutcome(Stage.CORRECT, False, Failure(
@@ -557,6 +659,10 @@ class CandidateRun:
             memcpy_ms=prof["memcpy_ns"] / 1e6 if "memcpy_ns" in prof else None,
             memset_ms=prof["memset_ns"] / 1e6 if "memset_ns" in prof else None,
             htod_bytes=prof.get("htod_bytes"), dtoh_bytes=prof.get("dtoh_bytes"),
+            call_ms=prof["call_ns"] / 1e6 if "call_ns" in prof else None,
+            kernel_share=(round(prof["kernel_ns"] / prof["call_ns"], 4)
+                          if prof.get("call_ns") and "kernel_ns" in prof else None),
+            output_bytes_min_fraction=evidence.output_bytes_min_fraction, timer_check=evidence.timer_check,
         )
         if probe_ok and prof.get("kernels", 0) == 0:
             return CFunctionOutcome(Stage.CORRECT, False, Failure(
@@ -567,6 +673,31 @@ class CandidateRun:
                                     tests, p, None, evidence, run_s)
         timing = replace(TimingStats.from_windows_ms(tstats.windows()), host=self.host)
         return CFunctionOutcome(Stage.TIMED, True, None, tests, p, timing, evidence, run_s)
+
+
+    def _check_timer(self, tstats: _Stats) -> tuple[str | None, str]:
+        return check_timer(self.window_ext_ms, tstats, self.settings)
+
+    def _expected_timing(self, tstats: _Stats) -> tuple[list[CaseOutputs], str | None]:
+        """What the last timed call on each timing case should have returned: the reference run on the same
+        perturbed inputs (the seeds the harness derives from the last window's secret and the driver's counts),
+        or, for inputs that are not perturbed, the preparation's expected outputs."""
+        prepared = self.prepared
+        if not self.perturb or not self.window_secrets:
+            return list(prepared.expected_timing), None
+        n = len(prepared.timing_cases)
+        reps, warm = tstats.window_reps[-1], (tstats.window_warm[-1] if tstats.window_warm else None)
+        if warm is None or reps < n:
+            return [], f"the last window reports {reps} timed calls and warm-up {warm} for {n} input sets"
+        seeds = kept_call_seeds(self.window_secrets[-1], warm, reps, n)
+        bad = [c for c in range(n) if tstats.kept_seeds.get(c) != seeds[c]]
+        if bad:
+            return [], f"the driver kept the outputs of another call on input set {bad[0]} than the last timed one"
+        assert prepared.reference_exe is not None
+        with HOST.background():
+            outs, _ = _run_reference(prepared.reference_exe, ["ptest", *map(str, seeds)], list(prepared.timing_cases),
+                                     prepared.task, self.settings.reference_timeout_s, prepared.input_file("timing"))
+        return outs, None
 
 
 _PROCESS_BACKSTOP_S = 6 * 3600.0

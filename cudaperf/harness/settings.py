@@ -72,6 +72,21 @@ class HarnessSettings:
     require_gpu_evidence: bool = True
     """Without a working profiler probe, results are unscored rather than trusted blindly."""
     time_candidates: bool = True
+    timer_check_rel: float = 0.25
+    timer_check_abs_ms: float = 10.0
+    """The external clock check of every C candidate timing window: the harness times the window itself (command
+    sent to ``timing_done`` received) and gives no credit when the driver's in-process span is shorter than that
+    by more than ``timer_check_rel`` of it plus ``timer_check_abs_ms`` (a clock forged inside the candidate's
+    process), or when the timed calls add up to more than the span."""
+    outputs_from_device_fraction: float = 1.0
+    """Evidence that the GPU produced a C function's outputs: in every hidden test the traced call copies at least
+    this fraction of the output bytes from the device (CUPTI). 0 switches the check off (outputs written through
+    mapped or managed memory then pass; so does host work behind a token kernel)."""
+    timing_recheck: bool = True
+    """Timed calls see perturbed inputs (:mod:`cudaperf.harness.driver`); the last timed call on each timing input
+    set is re-checked against the reference run on the same perturbed inputs (one reference call per set and
+    candidate, as background host work). False: the outputs of timed calls are re-checked only where the task's
+    inputs cannot be perturbed, against the unperturbed expected outputs."""
     arch: str | None = None
     """``sm_XY``; None: the visible GPU's, or sm_90 without one."""
     nvcc_flags: tuple[str, ...] = DEFAULT_NVCC_FLAGS

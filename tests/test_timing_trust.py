@@ -1,0 +1,182 @@
+"""The timing's defences against a candidate that forges its clock or caches outputs, on the CPU: the driver's
+CPU build (the trusted reference) speaks the real testtime protocol in the real sandbox, honest and with a forged
+clock linked in, and the harness's checks judge what it recorded."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+
+import pytest
+
+from cudaperf.harness.compile import _driver_object
+from cudaperf.harness.driver import call_seed, driver_source, perturbs_inputs
+from cudaperf.harness.result import FailureKind
+from cudaperf.harness.run_c_function import (TimingWindow, _device_output_fraction, _parse_stats, _run_reference,
+                                             _Stats, check_timer, compare_case, kept_call_seeds, prepare_c_function)
+from cudaperf.harness.sandbox import CTL_FD, SandboxLimits, Workdir, run_sandboxed, share_file
+from cudaperf.harness.settings import HarnessSettings
+from cudaperf.tasks import find_task, load_builtin_tasks
+from cudaperf.tasks.inputs import read_outputs
+
+SETTINGS = HarnessSettings(budget_ms=30, max_reps=12, warmup_ms=20)
+
+# A forged clock: time inside the process runs 60 times slower than it does (the hostile review's clock_gettime
+# rewrite, here linked in by name, which only the CPU build allows: the GPU build reads the clock with the system
+# call itself).
+SLOW_CLOCK_C = textwrap.dedent("""
+    #define _GNU_SOURCE
+    #include <time.h>
+    #include <unistd.h>
+    #include <sys/syscall.h>
+    int clock_gettime(clockid_t id, struct timespec *ts) {
+        static long long base = -1;
+        struct timespec r;
+        syscall(SYS_clock_gettime, id, &r);
+        long long ns = r.tv_sec * 1000000000LL + r.tv_nsec;
+        if (base < 0) base = ns;
+        ns = base + (ns - base) / 60;
+        ts->tv_sec = ns / 1000000000LL;
+        ts->tv_nsec = ns % 1000000000LL;
+        return 0;
+    }
+""")
+
+
+@pytest.fixture(scope="module")
+def saxpy_prep():
+    task = find_task(load_builtin_tasks(), "saxpy")
+    return prepare_c_function(task, SETTINGS, seed=11, defer_baseline=True)
+
+
+def _run_protocol(prep, exe_bytes: bytes, secrets: list[int]):
+    """Tests, then one timing window per secret, with the harness's clock around each window."""
+    import time
+
+    window = TimingWindow.of(SETTINGS, len(secrets), first=True)
+    ext_ms: list[float] = []
+
+    def control(ctl):
+        assert ctl.read_line(timeout_s=60) == "tests_done"
+        for s in secrets:
+            t0 = time.monotonic()
+            ctl.send(window.command(s))
+            assert ctl.read_line(timeout_s=60) == "timing_done"
+            ext_ms.append((time.monotonic() - t0) * 1e3)
+        ctl.send("stop")
+
+    with Workdir() as w:
+        for name, which in (("tests.bin", "tests"), ("timing.bin", "timing")):
+            (w / name).write_bytes(prep.input_file(which).read_bytes())
+        exe = w / "prog"
+        exe.write_bytes(exe_bytes)
+        exe.chmod(0o755)
+        for f in (exe, w / "tests.bin", w / "timing.bin"):
+            share_file(f)
+        r = run_sandboxed([str(exe), "testtime", "tests.bin", "out.bin", "stats.txt", "timing.bin", "tout.bin",
+                           "tstats.txt", CTL_FD], w, limits=SandboxLimits(wall_s=120), control=control)
+        assert r.ok, r.stderr
+        return ext_ms, _parse_stats(w / "tstats.txt"), read_outputs(w / "tout.bin", prep.task,
+                                                                   len(prep.timing_cases))
+
+
+def test_timed_inputs_never_repeat_and_the_last_timed_calls_are_rechecked(saxpy_prep):
+    prep = saxpy_prep
+    assert perturbs_inputs(prep.task)
+    secrets = [0x1234_5678_9ABC_DEF1, 0x0FED_CBA9_8765_4321]
+    ext_ms, st, touts = _run_protocol(prep, prep.reference_exe.read_bytes(), secrets)
+    n = len(prep.timing_cases)
+    # the driver's seeds are the harness's: the kept calls are the last window's last timed call on each set
+    seeds = kept_call_seeds(secrets[-1], st.window_warm[-1], st.window_reps[-1], n)
+    assert [st.kept_seeds[c] for c in range(n)] == seeds
+    assert len(set(seeds)) == n and 0 not in seeds
+    # what those calls returned is what the reference returns on the same perturbed inputs...
+    expected, _ = _run_reference(prep.reference_exe, ["ptest", *map(str, seeds)], list(prep.timing_cases),
+                                 prep.task, 60, prep.input_file("timing"))
+    assert all(compare_case(prep.task, e, g) is None for e, g in zip(expected, touts))
+    # ...and not what it returns on the drawn inputs: a candidate returning outputs cached from an earlier call
+    # (on the same set, other perturbation) fails the re-check
+    assert any(compare_case(prep.task, e, g) is not None for e, g in zip(prep.expected_timing, touts))
+    # seed 0 leaves the inputs as drawn; a seed always perturbs the same way
+    same, _ = _run_reference(prep.reference_exe, ["ptest"] + ["0"] * n, list(prep.timing_cases), prep.task, 60,
+                             prep.input_file("timing"))
+    assert all(compare_case(prep.task, e, g) is None for e, g in zip(prep.expected_timing, same))
+    again, _ = _run_reference(prep.reference_exe, ["ptest", *map(str, seeds)], list(prep.timing_cases),
+                              prep.task, 60, prep.input_file("timing"))
+    assert all(compare_case(prep.task, e, g) is None for e, g in zip(expected, again))
+    # the honest run agrees with the harness's clock
+    problem, note = check_timer(ext_ms, st, SETTINGS)
+    assert problem is None, problem
+    assert note.startswith("span/clock ") and len(note.split()[1].split(",")) == 2
+
+
+def test_a_clock_forged_in_the_candidates_process_disagrees_with_the_harness_clock(saxpy_prep, tmp_path):
+    prep = saxpy_prep
+    (tmp_path / "driver.c").write_text(prep.driver_c)
+    (tmp_path / "reference.c").write_text(prep.task.reference_c)
+    (tmp_path / "clock.c").write_text(SLOW_CLOCK_C)
+    exe = tmp_path / "forged"
+    subprocess.run(["gcc", "-O2", "-o", str(exe), str(tmp_path / "driver.c"), str(tmp_path / "reference.c"),
+                    str(tmp_path / "clock.c"), "-lm"], check=True, capture_output=True)
+    ext_ms, st, _ = _run_protocol(prep, exe.read_bytes(), [7])
+    problem, _ = check_timer(ext_ms, st, SETTINGS)
+    assert problem is not None and "harness's measured" in problem
+    # the figures in the message are the two clocks': the forged one far below the real one
+    assert st.window_span_ms[0] * 10 < ext_ms[0]
+
+
+def _stats(**kw) -> _Stats:
+    base = dict(cuda_error=None, init_error=None, probe_error=None, case_kernels={}, profile=None, times_ms=[])
+    base.update(kw)
+    return _Stats(**base)
+
+
+def test_records_that_do_not_add_up_get_no_credit():
+    ok = _stats(times_ms=[1.0, 1.0], window_reps=[2], window_warm=[2], window_span_ms=[30.0])
+    assert check_timer([31.0], ok, SETTINGS)[0] is None
+    # timed calls longer than the window they were taken in
+    assert "more than the window's span" in check_timer([31.0], _stats(
+        times_ms=[20.0, 20.0], window_reps=[2], window_warm=[2], window_span_ms=[30.0]), SETTINGS)[0]
+    # a window the harness did not run, or samples that do not match the reported counts
+    assert "windows" in check_timer([31.0, 31.0], ok, SETTINGS)[0]
+    assert "timed calls where" in check_timer([31.0], _stats(
+        times_ms=[1.0], window_reps=[2], window_warm=[2], window_span_ms=[30.0]), SETTINGS)[0]
+    # a span longer than the harness's own view of the window
+    assert check_timer([20.0], ok, SETTINGS)[0] is not None
+    # the slack: a quarter of the window plus 10 ms of pipe and scheduling latency
+    assert check_timer([50.0], ok, SETTINGS)[0] is None
+    assert check_timer([54.0], ok, SETTINGS)[0] is not None
+
+
+def test_outputs_must_come_back_from_the_device(saxpy_prep):
+    prep = saxpy_prep
+    from cudaperf.harness.run_c_function import output_bytes
+
+    need = [output_bytes(prep.task, e) for e in prep.expected_tests]
+    assert all(b > 0 for b in need)
+    full = _stats(case_kernels={i: {"valid": 1, "kernels": 1, "dtoh_bytes": b} for i, b in enumerate(need)})
+    assert _device_output_fraction(prep, full) == 1.0
+    half = _stats(case_kernels={i: {"valid": 1, "kernels": 1, "dtoh_bytes": b // (2 if i == 3 else 1)}
+                                for i, b in enumerate(need)})
+    assert _device_output_fraction(prep, half) == pytest.approx(0.5, abs=0.01)
+    # an untraced case says nothing either way
+    assert _device_output_fraction(prep, _stats(case_kernels={0: {"valid": 0, "dtoh_bytes": 0}})) is None
+
+
+def test_the_gpu_build_of_every_driver_compiles_with_the_raw_clock_and_perturbation():
+    """Every built-in task's driver, GPU build (gcc -DCUDAPERF_GPU against the CUDA headers): the raw
+    clock_gettime system call and the perturbation code compile; no libc clock_gettime call remains."""
+    tasks = [t for t in load_builtin_tasks() if t.kind == "c_function"]
+    assert tasks
+    for t in tasks:
+        obj = _driver_object(driver_source(t))
+        syms = subprocess.run(["nm", "-u", str(obj)], capture_output=True, text=True, check=True).stdout
+        assert "clock_gettime" not in syms, t.id
+
+
+def test_seeds_are_distinct_per_call_and_zero_only_without_a_secret():
+    seeds = [call_seed(99, k) for k in range(1000)]
+    assert len(set(seeds)) == 1000 and 0 not in seeds
+    assert call_seed(0, 5) == 0
+    assert kept_call_seeds(99, 3, 7, 3) == [call_seed(99, 3 + 6), call_seed(99, 3 + 4), call_seed(99, 3 + 5)]
+    assert FailureKind.TIMER_MISMATCH.value == "timer_mismatch"
