@@ -342,10 +342,10 @@ static void timing_open(Timing *t, const char *in) {{
 /* One timing window: warm-up (WARMUP calls and at least WARMUP_MS), then timed calls rotating over the cases
  * until MIN reps are done and the cv is below CV or BUDGET_MS has passed (at most MAX). Every call (warm-up too)
  * gets inputs perturbed by the K-th seed of SECRET, K counting the window's calls from 0. The window line reports
- * the warm-up calls and the span from the window's start to its last timed call, which the harness compares with
- * its own clock. */
+ * the warm-up calls and the span from CMD_NS (when the command was read) to its last timed call, which the harness
+ * compares with its own clock. */
 static void timing_window(Timing *t, FILE *stats, int min_reps, int max_reps, double budget_ms, double cv_target,
-                          int warmup, double warmup_ms, uint64_t secret) {{
+                          int warmup, double warmup_ms, uint64_t secret, double cmd_ns) {{
     uint32_t n = t->n;
     uint64_t k = 0;
     if (min_reps < (int)n) min_reps = (int)n;
@@ -389,7 +389,7 @@ static void timing_window(Timing *t, FILE *stats, int min_reps, int max_reps, do
         if (reps >= min_reps && (cv_of(times, reps) < cv_target || (now_ns() - start) / 1e6 > budget_ms)) break;
     }}
     for (int i = 0; i < reps; ++i) fprintf(stats, "time_ns %.0f\\n", times[i]);
-    fprintf(stats, "window %d reps %d warm %d span_ns %.0f\\n", t->windows, reps, w, end - warm_start);
+    fprintf(stats, "window %d reps %d warm %d span_ns %.0f\\n", t->windows, reps, w, end - (cmd_ns > 0 ? cmd_ns : warm_start));
     fflush(stats);
     free(times);
     t->windows++;
@@ -428,8 +428,9 @@ static void timing_close(Timing *t, const char *outp, FILE *stats) {{
 static int run_timing(const char *in, const char *outp, FILE *stats, int min_reps, int max_reps, double budget_ms,
                       double cv_target, int warmup, double warmup_ms, uint64_t secret) {{
     Timing t;
+    double cmd_ns = now_ns();
     timing_open(&t, in);
-    timing_window(&t, stats, min_reps, max_reps, budget_ms, cv_target, warmup, warmup_ms, secret);
+    timing_window(&t, stats, min_reps, max_reps, budget_ms, cv_target, warmup, warmup_ms, secret, cmd_ns);
     timing_close(&t, outp, stats);
     return 0;
 }}
@@ -480,6 +481,7 @@ int main(int argc, char **argv) {{
         Timing t;
         char cmd[256];
         while (rc == 0 && fgets(cmd, sizeof cmd, stdin)) {{
+            double cmd_ns = now_ns(); /* the window's span starts here: everything after the command counts */
             int min_reps, max_reps, warmup;
             double budget_ms, cv, warmup_ms;
             unsigned long long secret = 0;
@@ -490,7 +492,7 @@ int main(int argc, char **argv) {{
                 if (!tstats) {{ rc = {EXIT_BAD_INPUT}; break; }}
                 timing_open(&t, argv[5]);
             }}
-            timing_window(&t, tstats, min_reps, max_reps, budget_ms, cv, warmup, warmup_ms, (uint64_t)secret);
+            timing_window(&t, tstats, min_reps, max_reps, budget_ms, cv, warmup, warmup_ms, (uint64_t)secret, cmd_ns);
             report(ctl, "timing_done\\n");
         }}
         if (tstats) {{

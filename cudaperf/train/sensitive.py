@@ -125,28 +125,15 @@ def _functions(root: Node) -> list[Node]:
     return [n for n in _walk(root) if n.type == "function_definition"]
 
 
-def _assignments(fn: Node) -> Iterator[tuple[Node, str | None, Node | None]]:
-    """(node, the local it sets, its value) for each init_declarator and assignment of ``fn``, in order."""
-    for n in _walk(fn):
-        if n.type == "init_declarator":
-            yield n, _declared_name(n.child_by_field_name("declarator")), n.child_by_field_name("value")
-        elif n.type == "assignment_expression":
-            left = n.child_by_field_name("left")
-            yield n, (_text(left) if left is not None and left.type == "identifier" else None), \
-                n.child_by_field_name("right")
-
-
-def _index_variables(fn: Node) -> set[str]:
-    """The locals of ``fn`` whose value uses a built-in or another index variable (to a fixed point)."""
-    names: set[str] = set()
-    for _ in range(4):  # a few passes reach the fixed point for any realistic kernel
-        before = len(names)
-        for _node, name, value in _assignments(fn):
-            if name and value is not None and name not in names and _uses_index(value, names):
-                names.add(name)
-        if len(names) == before:
-            break
-    return names
+def _assignment(n: Node) -> tuple[str | None, Node | None, str] | None:
+    """(the local it sets, its value, the operator) for an init_declarator or an assignment, else None."""
+    if n.type == "init_declarator":
+        return _declared_name(n.child_by_field_name("declarator")), n.child_by_field_name("value"), "="
+    if n.type == "assignment_expression":
+        left, op = n.child_by_field_name("left"), n.child_by_field_name("operator")
+        name = _text(left) if left is not None and left.type == "identifier" else None
+        return name, n.child_by_field_name("right"), (op.type if op is not None else "=")
+    return None
 
 
 def _names_in(node: Node) -> set[str]:
@@ -214,19 +201,30 @@ def cuda_sensitive_spans(code: str, classes: Iterable[str] = SENSITIVE_CLASSES) 
                 add(n, "memory")
 
     for fn in _functions(root):  # index variables, bounds and launch variables are per function
-        index_vars = _index_variables(fn)
         launch_vars: set[str] = set()
         for n in _walk(fn):
             if n.type == "kernel_call_syntax":
                 launch_vars |= _names_in(n)
-        for node, name, _value in _assignments(fn):
-            if name in index_vars:
-                add(node, "index")
-            if name in launch_vars:
-                add(node, "launch")
+        # Index variables in document order (flow-sensitive, loops not iterated): a declaration or plain
+        # assignment with an index value makes one, with any other value unmakes it (a reused name such as a
+        # second `for (int k = 0; ...)` is a new variable); a compound assignment keeps it.
+        index_vars: set[str] = set()
         for n in _walk(fn):
             t = n.type
-            if t == "update_expression":
+            setting = _assignment(n)
+            if setting is not None:
+                name, value, op = setting
+                if name is None:
+                    continue
+                uses = value is not None and _uses_index(value, index_vars)
+                if uses or (op != "=" and name in index_vars):
+                    index_vars.add(name)
+                    add(n, "index")
+                elif op == "=":
+                    index_vars.discard(name)
+                if name in launch_vars:
+                    add(n, "launch")
+            elif t == "update_expression":
                 arg = n.child_by_field_name("argument")
                 if arg is not None and arg.type == "identifier" and _text(arg) in index_vars:
                     add(n, "index")
