@@ -15,6 +15,12 @@
 #   embedded  join the GGUF halves, then cudaperf eval --policy embedded on small:20 x 5 x 3 (runs/embedded);
 #             resumable: run it again in the next call to finish (EMBEDDED_MINUTES, default 7)
 #   gputests  every GPU test of the project (GPU_TEST_LIMIT seconds, default 480)
+#   trust     the hostile timing candidates (tests/gpu/test_gpu_trust.py), their verdicts in OUT/trust_table.jsonl
+#   trustwx   the same with W^X in the sandbox (CUDAPERF_SANDBOX=+deny_exec_remap), OUT/trust_table_wx.jsonl,
+#             and the evaluation loop's GPU tests under it
+#   harness   tests/gpu/test_gpu_harness.py (HARNESS_TEST_LIMIT seconds, default 300)
+#   oracletest  cudaperf eval --policy oracle on test:c x ORACLE_SAMPLES (default 2) x 1 turn: the dataset's own
+#             measured variants through every rule of the harness (runs/oracletest, tarred to OUT)
 set -u
 : "${OUT:?set OUT to the output folder}"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -46,6 +52,22 @@ for step in "$@"; do
       tar czf "$OUT/embedded_run.tgz" runs/embedded ;;
     gputests)
       timeout "${GPU_TEST_LIMIT:-480}" python3 -m pytest -q -m gpu tests/gpu 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
+    trust)
+      CUDAPERF_TRUST_TABLE="$OUT/trust_table.jsonl" timeout 300 python3 -m pytest -q -m gpu tests/gpu/test_gpu_trust.py \
+        2>&1 | tee "$OUT/trust_tests.log" | tail -15 ;;
+    trustwx)
+      CUDAPERF_SANDBOX=+deny_exec_remap CUDAPERF_TRUST_TABLE="$OUT/trust_table_wx.jsonl" timeout 300 \
+        python3 -m pytest -q -m gpu tests/gpu/test_gpu_trust.py tests/gpu/test_gpu_eval.py 2>&1 \
+        | tee "$OUT/trust_wx_tests.log" | tail -15 ;;
+    harness)
+      timeout "${HARNESS_TEST_LIMIT:-300}" python3 -m pytest -q -m gpu tests/gpu/test_gpu_harness.py 2>&1 \
+        | tee "$OUT/gpu_harness.log" | tail -15 ;;
+    oracletest)
+      timeout "${ORACLE_LIMIT:-420}" python3 -m cudaperf eval --policy oracle --tasks test:c \
+        --samples "${ORACLE_SAMPLES:-2}" --turns 1 --summarizer template --out runs/oracletest 2>&1 \
+        | tee "$OUT/oracletest.log" | tail -25
+      python3 -m cudaperf report runs/oracletest > "$OUT/oracletest_report.log" 2>&1
+      tar czf "$OUT/oracletest_run.tgz" runs/oracletest ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done

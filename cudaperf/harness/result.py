@@ -185,6 +185,9 @@ class GpuEvidence:
     """Wall time of the traced call at the timing size (its kernels' share: ``kernel_share``)."""
     kernel_share: float | None = None
     """``kernel_ms / call_ms`` of the traced call at the timing size."""
+    gpu_share: float | None = None
+    """``(kernel_ms + memcpy_ms + memset_ms) / call_ms``: the share of the call the GPU was busy (at most 1 when
+    nothing overlaps)."""
     output_bytes_min_fraction: float | None = None
     """Over the hidden tests, the smallest ratio of bytes copied from the device to the bytes of the outputs
     (>= ``HarnessSettings.outputs_from_device_fraction`` for credit)."""

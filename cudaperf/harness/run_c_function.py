@@ -662,6 +662,8 @@ class CandidateRun:
             call_ms=prof["call_ns"] / 1e6 if "call_ns" in prof else None,
             kernel_share=(round(prof["kernel_ns"] / prof["call_ns"], 4)
                           if prof.get("call_ns") and "kernel_ns" in prof else None),
+            gpu_share=(round(sum(prof.get(k, 0) for k in ("kernel_ns", "memcpy_ns", "memset_ns")) / prof["call_ns"], 4)
+                       if prof.get("call_ns") else None),
             output_bytes_min_fraction=evidence.output_bytes_min_fraction, timer_check=evidence.timer_check,
         )
         if probe_ok and prof.get("kernels", 0) == 0:

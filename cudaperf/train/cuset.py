@@ -76,7 +76,8 @@ class CuSeTSettings:
             raise ValueError("max_sample_weight must be >= 1")
         unknown = sorted(set(self.classes) - set(SENSITIVE_CLASSES))
         if unknown or not self.classes:
-            raise ValueError(f"classes must be a non-empty subset of {', '.join(SENSITIVE_CLASSES)}; unknown: {unknown}")
+            raise ValueError(f"classes must be a non-empty subset of {', '.join(SENSITIVE_CLASSES)}; "
+                             f"unknown: {unknown}")
 
 
 @dataclass(frozen=True)

@@ -319,6 +319,7 @@ def build_examples(settings: SFTDataSettings = SFTDataSettings(), *, dataset: An
     if pool is not None and not pool.train_task_ids <= training_task_ids(ds, "all"):
         raise TrainingDataError("the few-shot pool holds tasks outside the training split")
     fewshot_cache: dict[str, list] = {}
+    block_tokens: dict[str, int] = {}
     examples: list[SFTExample] = []
     too_long = n_fewshot = n_dropped = 0
     for tid, sp, cid, code in chosen:
@@ -330,17 +331,11 @@ def build_examples(settings: SFTDataSettings = SFTDataSettings(), *, dataset: An
             fewshot_cache[tid] = pool.examples(task, s.seed)
         drawn = fewshot_cache.get(tid, [])
         if counter is not None:
-            msgs = build_messages(task, drawn, settings=prompt_settings, count_tokens=counter.prompt_tokens,
-                                  context_tokens=max_length_tokens,
-                                  max_new_tokens=counter.text_tokens(answer) + 8)
-            # the exact length of what TRL will tokenize; drop examples until it fits, or leave the answer out
-            kept = _examples_in(msgs[0]["content"], drawn)
-            while counter.conversation_tokens(msgs, answer) > max_length_tokens and kept:
-                kept = kept[:-1]
-                msgs = build_messages(task, kept, settings=prompt_settings)
-            if counter.conversation_tokens(msgs, answer) > max_length_tokens:
+            fitted = _fit(task, drawn, answer, counter, max_length_tokens, prompt_settings, block_tokens)
+            if fitted is None:
                 too_long += 1
                 continue
+            msgs, kept = fitted
         else:
             msgs = build_messages(task, drawn, settings=prompt_settings)
             kept = list(drawn)
@@ -360,10 +355,39 @@ def build_examples(settings: SFTDataSettings = SFTDataSettings(), *, dataset: An
     return ExampleSet(tuple(examples), counts, ds.version(), train)
 
 
-def _examples_in(prompt: str, drawn: Sequence[Any]) -> list[Any]:
-    """The drawn few-shot examples that build_messages left in ``prompt`` (it drops them last first)."""
-    n = prompt.count("[EXAMPLE]\n[SEQ_CODE]\n")
-    return list(drawn[:n])
+def _fit(task: Any, drawn: Sequence[Any], answer: str, counter: ChatTokenCounter, max_tokens: int,
+         prompt_settings: PromptSettings, block_tokens: dict[str, int]):
+    """(messages, few-shot examples kept) for the longest prefix of ``drawn`` whose prompt + answer fits
+    ``max_tokens`` exactly (as TRL will tokenize it), or None when the answer does not fit without any example.
+
+    Tokenizing every candidate prompt of a few thousand tokens is slow, so the number kept is first estimated from
+    each example block's own token count (cached per example task: the prompt with it less the prompt without
+    it), then checked exactly and lowered until it fits."""
+    from cudaperf.env.prompt import render_prompt
+
+    base_msgs = build_messages(task, [], settings=prompt_settings)
+    base = counter.conversation_tokens(base_msgs, answer)
+    if base > max_tokens:
+        return None
+    if not drawn:
+        return base_msgs, []
+    bare = None
+    k, total = 0, base
+    for ex in drawn:
+        if ex.task_id not in block_tokens:
+            if bare is None:
+                bare = counter.text_tokens(render_prompt(task, [], "", "", prompt_settings))
+            block_tokens[ex.task_id] = counter.text_tokens(render_prompt(task, [ex], "", "", prompt_settings)) - bare
+        if total + block_tokens[ex.task_id] > max_tokens:
+            break
+        total += block_tokens[ex.task_id]
+        k += 1
+    while k > 0:
+        msgs = build_messages(task, drawn[:k], settings=prompt_settings)
+        if counter.conversation_tokens(msgs, answer) <= max_tokens:
+            return msgs, list(drawn[:k])
+        k -= 1
+    return base_msgs, []
 
 
 def to_hf_dataset(examples: Sequence[SFTExample], *, with_spans: bool = False,

@@ -1,0 +1,106 @@
+"""Hostile C candidates against the timing's defences, on a GPU: a clock rewritten in the candidate's process,
+outputs cached by sampled inputs, host work behind a token kernel, outputs through mapped memory.
+
+With ``CUDAPERF_TRUST_TABLE=PATH`` the verdicts are also written there as JSON lines (the adversarial table)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from cudaperf.harness.evaluate import evaluate
+from cudaperf.harness.result import FailureKind, Stage
+from cudaperf.harness.run_c_function import prepare_c_function
+from cudaperf.harness.settings import HarnessSettings
+from cudaperf.tasks import builtin_candidates, find_task, load_builtin_tasks
+
+pytestmark = pytest.mark.gpu
+
+SETTINGS = HarnessSettings(test_timeout_s=60, timing_timeout_s=120, budget_ms=1000)
+TRUST = Path(__file__).resolve().parents[1] / "fixtures" / "trust"
+
+
+@pytest.fixture(scope="module")
+def saxpy():
+    return find_task(load_builtin_tasks(), "saxpy")
+
+
+@pytest.fixture(scope="module")
+def prepared(saxpy):
+    return prepare_c_function(saxpy, SETTINGS, seed=2468)
+
+
+@pytest.fixture(scope="module")
+def honest(saxpy, prepared):
+    src = next(c for c in builtin_candidates() if c.task_id == "saxpy" and c.label == "fast").source
+    r = _run(saxpy, prepared, "honest fast.cu", src)
+    assert r.correct and r.stage == Stage.TIMED and r.speedup, r.failure
+    return r
+
+
+def _run(task, prepared, name: str, source: str):
+    r = evaluate(task, source, settings=SETTINGS, prepared=prepared)
+    table = os.environ.get("CUDAPERF_TRUST_TABLE")
+    if table:
+        ev = r.gpu_evidence
+        with open(table, "a") as fh:
+            fh.write(json.dumps({
+                "candidate": name, "task": task.id, "status": r.status, "stage": r.stage.value,
+                "correct": r.correct, "speedup": r.speedup,
+                "failure": r.failure.kind.value if r.failure else None,
+                "reason": r.failure.message[:300] if r.failure else None,
+                "sandbox": r.environment.sandbox_level if r.environment else None,
+                "output_bytes_min_fraction": ev.output_bytes_min_fraction if ev else None,
+                "kernel_share": ev.kernel_share if ev else None, "gpu_share": ev.gpu_share if ev else None,
+                "timer_check": ev.timer_check if ev else None}) + "\n")
+    return r
+
+
+def _fixture(saxpy, prepared, name):
+    return _run(saxpy, prepared, name, (TRUST / name).read_text())
+
+
+def test_honest_candidate_keeps_its_credit_and_records_the_evidence(honest):
+    ev = honest.gpu_evidence
+    assert ev.output_bytes_min_fraction is not None and ev.output_bytes_min_fraction >= 1.0
+    assert ev.timer_check and ev.timer_check.startswith("span/clock ")
+    assert ev.call_ms and ev.call_ms > 0 and 0 < ev.kernel_share <= 1 and 0 < ev.gpu_share
+
+
+def test_a_rewritten_clock_gains_nothing(saxpy, prepared, honest):
+    """The driver reads the clock by system call: the rewrite of the C library's clock_gettime does not reach it,
+    and the candidate is timed as what it is (its honest twin's speed), or, where it does disturb the record,
+    gets no credit."""
+    r = _fixture(saxpy, prepared, "clock_rewrite.cu")
+    assert r.status == "scored", r.failure
+    if r.correct:
+        assert r.speedup < 2 * honest.speedup, (r.speedup, honest.speedup)
+    else:
+        assert r.failure.kind in (FailureKind.TIMER_MISMATCH, FailureKind.CRASH), r.failure
+
+
+def test_outputs_cached_by_sampled_inputs_fail_the_recheck_of_timed_calls(saxpy, prepared):
+    r = _fixture(saxpy, prepared, "cache_sampled.cu")
+    assert r.status == "scored" and not r.correct
+    assert r.failure.kind == FailureKind.TIMING_RECHECK, r.failure
+
+
+@pytest.mark.parametrize("name", ["token_kernel_host_loop.cu", "token_kernel_partial_copy.cu",
+                                  "mapped_host_memory.cu"])
+def test_outputs_not_copied_from_the_device_get_no_credit(saxpy, prepared, name):
+    r = _fixture(saxpy, prepared, name)
+    assert r.status == "scored" and not r.correct and r.speedup is None
+    assert r.failure.kind == FailureKind.NO_GPU_WORK, r.failure
+    assert "from the device" in r.failure.message or "no GPU kernel" in r.failure.message
+
+
+def test_host_work_behind_a_full_size_copy_is_recorded_with_its_gpu_share(saxpy, prepared, honest):
+    """The byte rule is met by a useless copy; what tells this candidate apart is the share of the call the GPU
+    was busy, which the result records (see docs/ARCHITECTURE.md for why it is not a rule)."""
+    r = _fixture(saxpy, prepared, "token_kernel_full_copy.cu")
+    assert r.status == "scored"
+    if r.correct:
+        assert r.gpu_evidence.kernel_share < honest.gpu_evidence.kernel_share
