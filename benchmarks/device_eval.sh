@@ -53,10 +53,10 @@ for step in "$@"; do
     gputests)
       timeout "${GPU_TEST_LIMIT:-480}" python3 -m pytest -q -m gpu tests/gpu 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
     trust)
-      CUDAPERF_TRUST_TABLE="$OUT/trust_table.jsonl" timeout 300 python3 -m pytest -q -m gpu tests/gpu/test_gpu_trust.py \
+      CUDAPERF_TRUST_TABLE="$OUT/trust_table.jsonl" timeout "${TRUST_LIMIT:-300}" python3 -m pytest -q -m gpu tests/gpu/test_gpu_trust.py \
         2>&1 | tee "$OUT/trust_tests.log" | tail -15 ;;
     trustwx)
-      CUDAPERF_SANDBOX=+deny_exec_remap CUDAPERF_TRUST_TABLE="$OUT/trust_table_wx.jsonl" timeout 300 \
+      CUDAPERF_SANDBOX=+deny_exec_remap CUDAPERF_TRUST_TABLE="$OUT/trust_table_wx.jsonl" timeout "${TRUST_LIMIT:-300}" \
         python3 -m pytest -q -m gpu tests/gpu/test_gpu_trust.py tests/gpu/test_gpu_eval.py 2>&1 \
         | tee "$OUT/trust_wx_tests.log" | tail -15 ;;
     harness)
