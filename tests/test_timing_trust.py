@@ -60,7 +60,7 @@ def _run_protocol(prep, exe_bytes: bytes, secrets: list[int]):
         assert ctl.read_line(timeout_s=60) == "tests_done"
         for s in secrets:
             t0 = time.monotonic()
-            ctl.send(window.command(s))
+            ctl.send(window.command(s, perturb=True))
             assert ctl.read_line(timeout_s=60) == "timing_done"
             ext_ms.append((time.monotonic() - t0) * 1e3)
         ctl.send("stop")
@@ -148,18 +148,32 @@ def test_records_that_do_not_add_up_get_no_credit():
     assert check_timer([54.0], ok, SETTINGS)[0] is not None
 
 
-def test_outputs_must_come_back_from_the_device(saxpy_prep):
+def test_a_traced_timed_call_must_bring_its_outputs_back_from_the_device(saxpy_prep, tmp_path):
     prep = saxpy_prep
-    from cudaperf.harness.run_c_function import output_bytes
+    from cudaperf.harness.run_c_function import output_bytes, traced_evidence
 
-    need = [output_bytes(prep.task, e) for e in prep.expected_tests]
-    assert all(b > 0 for b in need)
-    full = _stats(case_kernels={i: {"valid": 1, "kernels": 1, "dtoh_bytes": b} for i, b in enumerate(need)})
-    assert _device_output_fraction(prep, full) == 1.0
-    half = _stats(case_kernels={i: {"valid": 1, "kernels": 1, "dtoh_bytes": b // (2 if i == 3 else 1)}
-                                for i, b in enumerate(need)})
-    assert _device_output_fraction(prep, half) == pytest.approx(0.5, abs=0.01)
-    # an untraced case says nothing either way
+    need = output_bytes(prep.task, prep.expected_timing[1])
+    assert need == 4 * prep.timing_cases[1].values["y"].size  # saxpy: y is the output
+
+    def traced(*recs):
+        f = tmp_path / "tstats.txt"
+        f.write_text("".join(f"traced window {i} case 1 valid 1 call_ns 5000 kernels {k} kernel_ns 100 memcpy_ns 10 "
+                             f"memset_ns 0 htod_bytes 8 dtoh_bytes {d}\n" for i, (k, d) in enumerate(recs)))
+        return _parse_stats(f)
+
+    assert traced_evidence(prep, traced((1, need)), 1, SETTINGS) == (1.0, None)
+    frac, problem = traced_evidence(prep, traced((1, need), (1, need // 4)), 2, SETTINGS)
+    assert frac == pytest.approx(0.25, abs=0.01) and "25 % of its output bytes" in problem
+    assert "no GPU kernel" in traced_evidence(prep, traced((0, need)), 1, SETTINGS)[1]
+    # one trace per window, or the records do not add up
+    assert "traced 1 calls in 2" in traced_evidence(prep, traced((1, need)), 2, SETTINGS)[1]
+    # the rule can be switched off (outputs through mapped memory then pass)
+    off = HarnessSettings(outputs_from_device_fraction=0.0)
+    assert traced_evidence(prep, traced((1, 0)), 1, off) == (0.0, None)
+    # the hidden tests' fraction is recorded, not a rule (a small size may be served from the host)
+    tests = _stats(case_kernels={i: {"valid": 1, "kernels": 1, "dtoh_bytes": output_bytes(prep.task, e) // 2}
+                                 for i, e in enumerate(prep.expected_tests)})
+    assert _device_output_fraction(prep, tests) == pytest.approx(0.5, abs=0.01)
     assert _device_output_fraction(prep, _stats(case_kernels={0: {"valid": 0, "dtoh_bytes": 0}})) is None
 
 

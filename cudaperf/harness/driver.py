@@ -9,15 +9,17 @@ Modes (``argv[1]``)::
     test  INPUTS OUTPUTS STATS                 every case once; outputs poisoned before each call
     ptest INPUTS OUTPUTS STATS SEED...         ``test`` with case I's inputs perturbed by SEED I (the reference
                                                computes what a perturbed timed call should have returned)
-    time  INPUTS OUTPUTS STATS MIN MAX BUDGET_MS CV WARMUP [WARMUP_MS [SECRET]]
+    time  INPUTS OUTPUTS STATS MIN MAX BUDGET_MS CV WARMUP [WARMUP_MS [SECRET [PERTURB]]]
                                                rotate over the cases; fresh host buffers per call (untimed),
-                                               perturbed by the call's seed of SECRET (0: not perturbed);
+                                               perturbed (PERTURB 1) by the call's seed of SECRET; in the GPU
+                                               build, one call among the first MIN (chosen by a nonzero SECRET)
+                                               is traced instead of timed (``traced ...`` line);
                                                timed call + device-wide synchronize; adaptive repetitions;
                                                warm-up: WARMUP calls and at least WARMUP_MS of calls
     testtime INPUTS OUTPUTS STATS TINPUTS TOUTPUTS TSTATS CTL_FD
                                                ``test``, then report ``tests_done`` on descriptor CTL_FD and
                                                read the harness's commands on stdin, one per line: ``time MIN
-                                               MAX BUDGET_MS CV WARMUP WARMUP_MS SECRET`` runs one timing window on
+                                               MAX BUDGET_MS CV WARMUP WARMUP_MS SECRET PERTURB`` runs one timing window on
                                                the T* files in the same process (one context, warm clocks) and
                                                reports ``timing_done``; anything else (or end of input) writes
                                                the timing outputs, traces one call, and ends the program. Windows
@@ -341,11 +343,11 @@ static void timing_open(Timing *t, const char *in) {{
 
 /* One timing window: warm-up (WARMUP calls and at least WARMUP_MS), then timed calls rotating over the cases
  * until MIN reps are done and the cv is below CV or BUDGET_MS has passed (at most MAX). Every call (warm-up too)
- * gets inputs perturbed by the K-th seed of SECRET, K counting the window's calls from 0. The window line reports
+ * gets inputs perturbed (PERTURB) by the K-th seed of SECRET, K counting the window's warm-up and timed calls from 0. The window line reports
  * the warm-up calls and the span from CMD_NS (when the command was read) to its last timed call, which the harness
  * compares with its own clock. */
 static void timing_window(Timing *t, FILE *stats, int min_reps, int max_reps, double budget_ms, double cv_target,
-                          int warmup, double warmup_ms, uint64_t secret, double cmd_ns) {{
+                          int warmup, double warmup_ms, uint64_t secret, int perturb, double cmd_ns) {{
     uint32_t n = t->n;
     uint64_t k = 0;
     if (min_reps < (int)n) min_reps = (int)n;
@@ -356,7 +358,8 @@ static void timing_window(Timing *t, FILE *stats, int min_reps, int max_reps, do
     for (; w < warmup || ((now_ns() - warm_start) / 1e6 < warmup_ms && w < 1000); ++w) {{
         Buffers b;
         setup_buffers(&t->cases[w % n], &b);
-        perturb_buffers(&t->cases[w % n], &b, call_seed(secret, k++));
+        uint64_t wseed = call_seed(secret, k++);
+        perturb_buffers(&t->cases[w % n], &b, perturb ? wseed : 0);
         call_case(&t->cases[w % n], &b);
 #ifdef CUDAPERF_GPU
         check_cuda(stats, -1, cudaDeviceSynchronize());
@@ -365,10 +368,36 @@ static void timing_window(Timing *t, FILE *stats, int min_reps, int max_reps, do
     }}
     double start = now_ns(), end = start;
     int reps = 0;
+#ifdef CUDAPERF_GPU
+    /* One call among the first MIN, chosen by the secret, is traced (CUPTI) instead of timed: the evidence that
+     * timed calls do their work on the GPU comes from a call the program cannot tell from the timed ones. */
+    int traced = secret ? (int)(cp_mix(secret ^ 0x7261636564ull) % (uint64_t)min_reps) : -1;
+#endif
     while (reps < max_reps) {{
         uint32_t ci = (uint32_t)(reps % (int)n);
         Buffers b;
-        uint64_t seed = call_seed(secret, k++);
+#ifdef CUDAPERF_GPU
+        if (reps == traced) {{
+            traced = -1;
+            setup_buffers(&t->cases[ci], &b);
+            perturb_buffers(&t->cases[ci], &b, perturb ? call_seed(secret, 1ull << 40) : 0); /* k is the timed calls' */
+            cudaperf_probe_begin();
+            double c0 = now_ns();
+            call_case(&t->cases[ci], &b);
+            check_cuda(stats, -1, cudaDeviceSynchronize());
+            double c1 = now_ns();
+            cudaperf_probe_stats p = cudaperf_probe_end();
+            fprintf(stats, "traced window %d case %u valid %d call_ns %.0f kernels %llu kernel_ns %llu memcpy_ns %llu memset_ns %llu htod_bytes %llu dtoh_bytes %llu\\n",
+                    t->windows, ci, p.valid, c1 - c0, (unsigned long long)p.kernels, (unsigned long long)p.kernel_ns,
+                    (unsigned long long)p.memcpy_ns, (unsigned long long)p.memset_ns,
+                    (unsigned long long)p.htod_bytes, (unsigned long long)p.dtoh_bytes);
+            free_buffers(&b);
+            start += now_ns() - c0; /* the traced call does not count against the window's budget */
+            continue;
+        }}
+#endif
+        uint64_t seed = perturb ? call_seed(secret, k) : 0;
+        k++;
         setup_buffers(&t->cases[ci], &b);          /* fresh host buffers, outside the timed region */
         perturb_buffers(&t->cases[ci], &b, seed);
         double t0 = now_ns();
@@ -426,11 +455,11 @@ static void timing_close(Timing *t, const char *outp, FILE *stats) {{
 }}
 
 static int run_timing(const char *in, const char *outp, FILE *stats, int min_reps, int max_reps, double budget_ms,
-                      double cv_target, int warmup, double warmup_ms, uint64_t secret) {{
+                      double cv_target, int warmup, double warmup_ms, uint64_t secret, int perturb) {{
     Timing t;
     double cmd_ns = now_ns();
     timing_open(&t, in);
-    timing_window(&t, stats, min_reps, max_reps, budget_ms, cv_target, warmup, warmup_ms, secret, cmd_ns);
+    timing_window(&t, stats, min_reps, max_reps, budget_ms, cv_target, warmup, warmup_ms, secret, perturb, cmd_ns);
     timing_close(&t, outp, stats);
     return 0;
 }}
@@ -471,7 +500,7 @@ int main(int argc, char **argv) {{
     }}
     else if (strcmp(argv[1], "time") == 0 && argc >= 10)
         rc = run_timing(argv[2], argv[3], stats, atoi(argv[5]), atoi(argv[6]), atof(argv[7]), atof(argv[8]), atoi(argv[9]),
-                        argc >= 11 ? atof(argv[10]) : 0.0, argc >= 12 ? strtoull(argv[11], NULL, 10) : 0);
+                        argc >= 11 ? atof(argv[10]) : 0.0, argc >= 12 ? strtoull(argv[11], NULL, 10) : 0, argc >= 13 ? atoi(argv[12]) : 0);
     else if (strcmp(argv[1], "testtime") == 0 && argc >= 9) {{
         int ctl = atoi(argv[8]);
         rc = run_tests(argv[2], argv[3], stats, NULL, 0);
@@ -485,14 +514,15 @@ int main(int argc, char **argv) {{
             int min_reps, max_reps, warmup;
             double budget_ms, cv, warmup_ms;
             unsigned long long secret = 0;
-            if (sscanf(cmd, "time %d %d %lf %lf %d %lf %llu", &min_reps, &max_reps, &budget_ms, &cv, &warmup,
-                       &warmup_ms, &secret) < 6) break;
+            int perturb = 0;
+            if (sscanf(cmd, "time %d %d %lf %lf %d %lf %llu %d", &min_reps, &max_reps, &budget_ms, &cv, &warmup,
+                       &warmup_ms, &secret, &perturb) < 6) break;
             if (!tstats) {{
                 tstats = fopen(argv[7], "w");
                 if (!tstats) {{ rc = {EXIT_BAD_INPUT}; break; }}
                 timing_open(&t, argv[5]);
             }}
-            timing_window(&t, tstats, min_reps, max_reps, budget_ms, cv, warmup, warmup_ms, (uint64_t)secret, cmd_ns);
+            timing_window(&t, tstats, min_reps, max_reps, budget_ms, cv, warmup, warmup_ms, (uint64_t)secret, perturb, cmd_ns);
             report(ctl, "timing_done\\n");
         }}
         if (tstats) {{

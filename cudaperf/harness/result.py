@@ -189,8 +189,9 @@ class GpuEvidence:
     """``(kernel_ms + memcpy_ms + memset_ms) / call_ms``: the share of the call the GPU was busy (at most 1 when
     nothing overlaps)."""
     output_bytes_min_fraction: float | None = None
-    """Over the hidden tests, the smallest ratio of bytes copied from the device to the bytes of the outputs
-    (>= ``HarnessSettings.outputs_from_device_fraction`` for credit)."""
+    """The smallest ratio of bytes copied from the device to the bytes of the outputs: over the traced timed
+    calls (one per window, >= ``HarnessSettings.outputs_from_device_fraction`` for credit) once timed, over the
+    hidden tests (recorded only) before."""
     timer_check: str | None = None
     """The external clock check of the timing windows: ``in-process span / harness clock`` per window, or why it
     did not apply."""

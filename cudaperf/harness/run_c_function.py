@@ -205,6 +205,8 @@ class _Stats:
     """Warm-up calls of each window."""
     window_span_ms: list[float] = field(default_factory=list)
     """Each window's in-process span, from its start to the end of its last timed call."""
+    traced: list[dict[str, int]] = field(default_factory=list)
+    """The traced (not timed) call of each window (GPU build): ``window``, ``case`` and the probe's counts."""
     kept_seeds: dict[int, int] = field(default_factory=dict)
     """Timing case -> the perturbation seed of its last timed call (whose outputs ``tout.bin`` holds)."""
 
@@ -229,6 +231,7 @@ def _parse_stats(path: Path) -> _Stats:
     window_warm: list[int] = []
     window_span: list[float] = []
     kept: dict[int, int] = {}
+    traced: list[dict[str, int]] = []
     for line in text.splitlines():
         parts = line.split()
         if not parts:
@@ -256,10 +259,13 @@ def _parse_stats(path: Path) -> _Stats:
                 window_span.append(float(kv["span_ns"]) / 1e6)
             except (KeyError, ValueError):
                 pass
+        elif parts[0] == "traced" and len(parts) >= 5:
+            kv = dict(zip(parts[1::2], parts[2::2]))
+            traced.append({k: int(v) for k, v in kv.items() if re.fullmatch(r"\d+", v)})
         elif parts[0] == "kept" and len(parts) == 5 and parts[2].isdigit() and parts[4].isdigit():
             kept[int(parts[2])] = int(parts[4])
     return _Stats(cuda_error, init_error, probe_error, case_kernels, profile, times, window_reps, window_warm,
-                  window_span, kept)
+                  window_span, traced, kept)
 
 
 @dataclass(frozen=True)
@@ -371,12 +377,8 @@ def _judge_tests(prepared: PreparedCFunction, w: Path, run: SandboxRun | None,
     if failure is None and probe_ok and kernels_in_tests == 0:
         failure = Failure(FailureKind.NO_GPU_WORK, "outputs were right but no GPU kernel ran in any hidden test: "
                           "the work was done on the host")
-    need = settings.outputs_from_device_fraction
-    if failure is None and probe_ok and need > 0 and frac is not None and frac < need:
-        failure = Failure(FailureKind.NO_GPU_WORK, (
-            f"outputs were right but a hidden test copied only {100 * frac:.0f} % of the output bytes from the "
-            "device: outputs must come back with cudaMemcpy from device memory (host work behind a kernel, or "
-            "outputs written through mapped or managed memory, get no credit)"))
+    # the byte rule applies to timed calls (a traced one, at the timing size, see _traced_evidence); a hidden test
+    # at a small size may be served from the host, and its fraction is only recorded
     return _TestVerdict(tuple(tests), p, failure, evidence, Stage.RAN)
 
 
@@ -400,10 +402,11 @@ class TimingWindow:
                             budget_ms=settings.budget_ms / rounds, cv_target=settings.cv_target,
                             warmup=settings.warmup if first else 1, warmup_ms=settings.warmup_ms)
 
-    def command(self, secret: int = 0) -> str:
-        """The driver's command; ``secret`` (nonzero) perturbs every call's inputs (see the driver)."""
+    def command(self, secret: int = 0, perturb: bool = False) -> str:
+        """The driver's command: ``secret`` (nonzero) picks the traced call and, with ``perturb``, every call's
+        input perturbation (see the driver)."""
         return (f"time {self.min_reps} {self.max_reps} {self.budget_ms:.3f} {self.cv_target} {self.warmup} "
-                f"{self.warmup_ms:.3f} {secret}")
+                f"{self.warmup_ms:.3f} {secret} {int(perturb)}")
 
 
 def check_timer(window_ext_ms: list[float], tstats: _Stats, settings: HarnessSettings) -> tuple[str | None, str]:
@@ -434,6 +437,32 @@ def check_timer(window_ext_ms: list[float], tstats: _Stats, settings: HarnessSet
 
 
 
+def traced_evidence(prepared: PreparedCFunction, tstats: _Stats, windows: int,
+                    settings: HarnessSettings) -> tuple[float | None, str | None]:
+    """See :meth:`CandidateRun._traced_evidence`."""
+    if len(tstats.traced) != windows:
+        return None, f"the driver traced {len(tstats.traced)} calls in {windows} timing windows"
+    worst = None
+    for rec in tstats.traced:
+        c = rec.get("case", -1)
+        if not 0 <= c < len(prepared.expected_timing) or not rec.get("valid"):
+            return None, "a timed call's trace is missing or malformed"
+        if rec.get("kernels", 0) == 0:
+            return None, ("no GPU kernel ran in a timed call at the timing size: the outputs were computed on the "
+                          "host")
+        need = output_bytes(prepared.task, prepared.expected_timing[c])
+        if need:
+            frac = rec.get("dtoh_bytes", 0) / need
+            worst = frac if worst is None else min(worst, frac)
+    need_frac = settings.outputs_from_device_fraction
+    if worst is not None and need_frac > 0 and worst < need_frac:
+        return round(worst, 4), (
+            f"a timed call copied only {100 * worst:.0f} % of its output bytes from the device: outputs must come "
+            "back with cudaMemcpy from device memory (host work behind a token kernel, and outputs written "
+            "through mapped or managed memory, get no credit)")
+    return None if worst is None else round(worst, 4), None
+
+
 def kept_call_seeds(secret: int, warm: int, reps: int, n_sets: int) -> list[int]:
     """The perturbation seeds of the last timed call on each of ``n_sets`` timing input sets in a window of
     ``warm`` warm-up calls and ``reps`` timed calls (timed call r runs on set r mod n_sets)."""
@@ -462,7 +491,7 @@ class CandidateRun:
         self._cmds: queue.Queue[TimingWindow | None] = queue.Queue()
         self.perturb = settings.timing_recheck and perturbs_inputs(prepared.task)
         self.window_secrets: list[int] = []
-        """The perturbation secret of each window sent (0: inputs not perturbed)."""
+        """The secret of each window sent (its traced call; with ``perturb``, its calls' input perturbations)."""
         self.window_ext_ms: list[float] = []
         """Each window as the harness's clock saw it: command sent to ``timing_done`` received."""
         self._events: queue.Queue[tuple[str, object]] = queue.Queue()
@@ -565,10 +594,11 @@ class CandidateRun:
                 t_win = time.monotonic()
                 self.phases_s["quiet_wait_s"] += t_win - t_wait
                 self.windows_tried += 1
-                secret = (secrets.randbits(63) | 1) if self.perturb else 0
+                secret = secrets.randbits(63) | 1
                 self.window_secrets.append(secret)
                 t_sent = time.monotonic()
-                done = ctl.read_line(timeout_s=settings.timing_timeout_s) if ctl.send(cmd.command(secret)) else None
+                done = (ctl.read_line(timeout_s=settings.timing_timeout_s)
+                        if ctl.send(cmd.command(secret, self.perturb)) else None)
                 t_done = time.monotonic()
                 self.window_ext_ms.append((t_done - t_sent) * 1e3)
                 self.phases_s["windows_s"] += t_done - t_win
@@ -635,6 +665,12 @@ class CandidateRun:
         except (OutputFormatError, FileNotFoundError) as exc:
             return CFunctionOutcome(Stage.CORRECT, False, Failure(FailureKind.CRASH, f"timing outputs: {exc}"),
                                     tests, p, None, evidence, run_s)
+        probe_ok = evidence.source == "cupti"
+        frac, problem = self._traced_evidence(tstats) if probe_ok else (None, None)
+        evidence = replace(evidence, output_bytes_min_fraction=frac)
+        if problem is not None:
+            return CFunctionOutcome(Stage.CORRECT, False, Failure(FailureKind.NO_GPU_WORK, problem), tests, p, None,
+                                    evidence, run_s)
         problem, timer_note = self._check_timer(tstats)
         evidence = replace(evidence, timer_check=timer_note)
         if problem is None:
@@ -651,7 +687,6 @@ class CandidateRun:
                     f"outputs of timed calls at size {size} are wrong: {describe_mismatch(m)}"),
                     tests, p, None, evidence, run_s)
         prof = tstats.profile or {}
-        probe_ok = evidence.source == "cupti"
         evidence = GpuEvidence(
             source=evidence.source, kernels_in_tests=evidence.kernels_in_tests,
             kernels_in_timed_call=prof.get("kernels"),
@@ -679,6 +714,12 @@ class CandidateRun:
 
     def _check_timer(self, tstats: _Stats) -> tuple[str | None, str]:
         return check_timer(self.window_ext_ms, tstats, self.settings)
+
+    def _traced_evidence(self, tstats: _Stats) -> tuple[float | None, str | None]:
+        """The traced call of each window (one of its first timed calls, drawn by the window's secret): a kernel
+        ran, and at least ``outputs_from_device_fraction`` of the output bytes came back from the device. Returns
+        the smallest fraction seen and what is wrong, if anything."""
+        return traced_evidence(self.prepared, tstats, self.windows_tried, self.settings)
 
     def _expected_timing(self, tstats: _Stats) -> tuple[list[CaseOutputs], str | None]:
         """What the last timed call on each timing case should have returned: the reference run on the same

@@ -79,9 +79,10 @@ class HarnessSettings:
     by more than ``timer_check_rel`` of it plus ``timer_check_abs_ms`` (a clock forged inside the candidate's
     process), or when the timed calls add up to more than the span."""
     outputs_from_device_fraction: float = 1.0
-    """Evidence that the GPU produced a C function's outputs: in every hidden test the traced call copies at least
-    this fraction of the output bytes from the device (CUPTI). 0 switches the check off (outputs written through
-    mapped or managed memory then pass; so does host work behind a token kernel)."""
+    """Evidence that the GPU produced a C function's outputs: in each timing window one timed call, drawn at random
+    among the first ``min_reps`` and traced (CUPTI) instead of timed, must run a kernel and copy at least this
+    fraction of its output bytes from the device. 0 switches the byte rule off (outputs written through mapped or
+    managed memory then pass; so does host work behind a token kernel)."""
     timing_recheck: bool = True
     """Timed calls see perturbed inputs (:mod:`cudaperf.harness.driver`); the last timed call on each timing input
     set is re-checked against the reference run on the same perturbed inputs (one reference call per set and
