@@ -121,3 +121,55 @@ def test_the_inputs_file_is_written_once_read_only_and_linked_into_each_run(smal
         dst = tmp_path / f"run{k}.pt"
         link_in(path, dst)
         assert os.stat(dst).st_ino == st.st_ino
+
+
+BIG = '''
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(1024, 4096)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_outputs_of_the_right_size_always_fit_the_runners_limits(tmp_path):
+    """KernelBench's 19_ReLU once failed every candidate: the runner's outputs file outgrew the sandbox's file-size
+    limit. The limits now follow the trusted outputs: a process writing outputs of the expected size (as the
+    runner does, with torch.save) succeeds under them, where under the fixed limits scaled down to this test's
+    size it is killed by SIGXFSZ."""
+    from cudaperf.harness.run_pytorch import disk_shortfall, output_limits
+    from cudaperf.harness.sandbox import SandboxLimits, Workdir, run_sandboxed, scrubbed_env, share_file
+
+    p = prepare_pytorch(PyTorchTask(id="big", source=BIG), seed=3, n_trials=2)
+    need = sum(t.nbytes for trial in p.trials for t in trial.expected)
+    assert need == 2 * 1024 * 4096 * 4
+    small = SandboxLimits(wall_s=120, file_size_bytes=8 << 20, disk_bytes=16 << 20)
+    sized = output_limits(p, small)
+    assert sized.file_size_bytes >= need and sized.disk_bytes >= 2 * need and sized.wall_s == 120
+    assert output_limits(p, SandboxLimits()).file_size_bytes == SandboxLimits().file_size_bytes  # small: as before
+    script = ("import torch\n"
+              "torch.save([torch.zeros(1024, 4096) for _ in range(2)], 'outputs.pt')\n"
+              "torch.save([torch.zeros(1024, 4096) for _ in range(2)], 'timed_outputs.pt')\n")
+    import sys
+
+    for limits, ok in ((sized, True), (small, False)):
+        with Workdir() as w:
+            (w / "write.py").write_text(script)
+            share_file(w / "write.py")
+            r = run_sandboxed([sys.executable, "write.py"], w, limits=limits, env=scrubbed_env(w))
+        assert r.ok == ok, (limits.file_size_bytes, r.describe(), r.stderr[-300:])
+    assert disk_shortfall(tmp_path, sized) is None
+    assert "GiB" in disk_shortfall(tmp_path, SandboxLimits(disk_bytes=1 << 60))

@@ -20,7 +20,7 @@ import re
 import sys
 import time
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -51,6 +51,30 @@ class PyTorchOutcome:
     kernels: tuple[str, ...] | None
     """GPU kernels of one profiled call (None: not profiled)."""
     run_s: float
+
+
+_MiB = 1 << 20
+
+
+def output_limits(prepared: PreparedPyTorch, base: SandboxLimits = SandboxLimits()) -> SandboxLimits:
+    """The runner's file-size and disk limits, sized from the trusted outputs: the trials' outputs file and the
+    timed calls' outputs file each hold at most every trial's outputs, so outputs of the right shapes always fit
+    (a candidate can then not make the transport fail, KernelBench's 19_ReLU writes 6.4 GB per trial) and only
+    larger ones hit a limit, the candidate's failure."""
+    need = sum(int(getattr(t, "nbytes", 0)) for trial in prepared.trials for t in trial.expected)
+    return replace(base, file_size_bytes=max(base.file_size_bytes, need + need // 8 + 64 * _MiB),
+                   disk_bytes=max(base.disk_bytes, 2 * need + need // 4 + 256 * _MiB))
+
+
+def disk_shortfall(workdir: Path, limits: SandboxLimits) -> str | None:
+    """Why the host cannot hold what a run may write (a harness fault), or None."""
+    import shutil
+
+    free = shutil.disk_usage(workdir).free
+    if free < limits.disk_bytes and limits.disk_bytes > SandboxLimits().disk_bytes:
+        return (f"the outputs need up to {limits.disk_bytes / 2**30:.1f} GiB in {workdir}, only "
+                f"{free / 2**30:.1f} GiB are free")
+    return None
 
 
 @lru_cache(maxsize=1)
@@ -197,10 +221,15 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
                     ctl.read_line(timeout_s=settings.timing_timeout_s)  # "stopped": the GPU is free again
                 mark("profile_s")
 
+        limits = output_limits(prepared, SandboxLimits(wall_s=tests_limit + settings.timing_timeout_s + 60,
+                                                       max_processes=4096))
+        short = disk_shortfall(w, limits)
+        if short is not None:
+            return PyTorchOutcome(Stage.COMPILED, False, Failure(FailureKind.HARNESS, short, "harness"), 0, n, None,
+                                  None, 0.0)
         t0 = time.monotonic()
-        run = run_sandboxed([py, "torch_runner.py", CTL_FD], w, env=scrubbed_env(w, extra),
-                            limits=SandboxLimits(wall_s=tests_limit + settings.timing_timeout_s + 60,
-                                                 max_processes=4096), control=control)
+        run = run_sandboxed([py, "torch_runner.py", CTL_FD], w, env=scrubbed_env(w, extra), limits=limits,
+                            control=control)
         run_s = time.monotonic() - t0
         mark("exit_s")
         tail = (run.stderr or run.stdout).strip()[-400:]
