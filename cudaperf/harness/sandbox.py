@@ -64,9 +64,18 @@ Not covered
   * GPU memory and GPU time of other processes on the same GPU: the executor never runs two candidates on one
     GPU at once (except ``timing_rounds`` > 1, where a task's trusted variants wait side by side); a GPU fault is
     sticky only for the faulting process, which is then gone;
-  * the trusted driver that times a ``c_function`` candidate shares its process: the static checks and the
-    symbol check stop the direct ways to forge its records, but code that rewrites the driver's memory (writes
-    through pointers, or ``mprotect`` of code while ``deny_exec_remap`` is off) is not ruled out;
+  * the trusted driver that times a ``c_function`` candidate shares its process. What stands: the static checks
+    and the symbol check stop the direct ways to replace its functions; it reads the clock with the system call
+    itself (a rewritten or redirected C library ``clock_gettime`` does not reach it); the harness times every
+    window with its own clock and gives no credit when the driver's record falls short of it; timed inputs are
+    perturbed per call and the last timed call on each input set is re-checked against the reference on the same
+    inputs; one timed call per window, drawn by the harness, is traced and must bring its outputs back from the
+    device. What does not: code that rewrites the driver's memory (its sample array, its counters, its code
+    through ``mprotect`` while ``deny_exec_remap`` is off) can shift time between samples within the harness's
+    slack (a quarter of the window plus 10 ms), return stale outputs on timed calls that are not re-checked,
+    or do host work on all but the traced call; a copy of garbage of the outputs' size from the device meets the
+    byte rule (the call's kernel and GPU shares are recorded, not ruled on); inputs whose distributions are
+    structured (permutations, offsets, sorted, aranges, constants) are not perturbed;
   * side channels, kernel exploits (the seccomp profiles are deny-lists: the calls they allow are the kernel's
     attack surface), the GPU driver's own ioctls, and reading what the private root binds (system files, the
     Python installation and its site-packages, the CUDA toolkit, ``/sys``);
