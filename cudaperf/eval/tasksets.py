@@ -39,6 +39,12 @@ BABELTOWER_DEFECTS: dict[str, str] = {
     "babeltower-033": "n = 3 writes into a 1-element buffer; the expected output is where the overflow landed",
     "babeltower-074": "the kernel reads index >= 63 of 8-element arrays; the expected inf is stack garbage",
     "babeltower-196": "reads vec[1..2] of a 1-element array; expected values come from a neighbouring array",
+    "babeltower-035": "the wrapper copies width*height*depth = 4 outputs into the test's 3-element stack array "
+                      "`output4[3]` (SIGSEGV)",
+    "babeltower-195": "the test calls the CPU function with filters = 2 and a 1-element `mean2[]`: mean[1] is "
+                      "written past the stack array (SIGSEGV); the wrapper would copy 2 floats into it as well",
+    "babeltower-063": "X = Y = Z = 2 gives n = 8 and n*n = 64 elements, copied both ways through the test's "
+                      "4-element stack arrays (stack smashing)",
 }
 """BabelTower tasks whose own reference fails its own tests: data defects (docs/BENCHMARKS.md, "BabelTower")."""
 
