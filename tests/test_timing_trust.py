@@ -57,6 +57,7 @@ def _run_protocol(prep, exe_bytes: bytes, secrets: list[int]):
     ext_ms: list[float] = []
 
     def control(ctl):
+        assert ctl.read_line(timeout_s=60) == "ready probe 0"  # before any candidate code; the CPU build has no probe
         assert ctl.read_line(timeout_s=60) == "tests_done"
         for s in secrets:
             t0 = time.monotonic()
@@ -194,3 +195,39 @@ def test_seeds_are_distinct_per_call_and_zero_only_without_a_secret():
     assert call_seed(0, 5) == 0
     assert kept_call_seeds(99, 3, 7, 3) == [call_seed(99, 3 + 6), call_seed(99, 3 + 4), call_seed(99, 3 + 5)]
     assert FailureKind.TIMER_MISMATCH.value == "timer_mismatch"
+
+
+def test_records_the_candidate_can_write_cannot_make_its_failure_the_harness_s(tmp_path):
+    """The candidate's process can append to its stats file. A GPU start failure counts as the harness's only when
+    the driver never said ``ready`` (which it says before any candidate code runs), and whether the probe traces
+    is what that line said, not what the file says."""
+    from cudaperf.harness.run_c_function import _trusted
+
+    f = tmp_path / "stats.txt"
+    f.write_text("init_error cudaErrorNoDevice forged\nprobe_error forged\n")
+    st = _parse_stats(f)
+    assert st.init_error and st.probe_error  # as written
+    assert _trusted(st, None) == st  # no ready line: the driver died at start, its record stands
+    t = _trusted(st, "ready probe 1")
+    assert t.init_error is None and t.probe_error is None
+    t0 = _trusted(st, "ready probe 0")
+    assert t0.init_error is None and t0.probe_error == "forged"
+
+
+def test_a_hidden_test_without_its_trace_is_the_candidate_s_failure(saxpy_prep, tmp_path):
+    """Right outputs (the reference's own, written by its CPU build) but no trace records, where the driver said
+    the probe traces: the records were overwritten in the candidate's process. That is the candidate's failure,
+    never an unscored result."""
+    from cudaperf.harness.run_c_function import _judge_tests
+
+    prep = saxpy_prep
+    subprocess.run([str(prep.reference_exe), "test", str(prep.input_file("tests")), str(tmp_path / "out.bin"),
+                    str(tmp_path / "stats.txt")], check=True)
+    with open(tmp_path / "stats.txt", "a") as fh:
+        fh.write("init_error cudaErrorNoDevice forged\n")
+    v = _judge_tests(prep, tmp_path, None, SETTINGS, "ready probe 1")
+    assert v.pass_fraction == 1.0
+    assert v.failure.kind == FailureKind.NO_GPU_WORK and v.failure.attributed_to == "candidate"
+    assert "overwrote the harness's records" in v.failure.message
+    # without the ready line the same file reads as the driver's own start failure: the harness's
+    assert _judge_tests(prep, tmp_path, None, SETTINGS, None).failure.attributed_to == "harness"

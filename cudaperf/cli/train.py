@@ -66,6 +66,9 @@ def sft_command(
     gradient_checkpointing: bool = typer.Option(True, "--gradient-checkpointing/--no-gradient-checkpointing",
                                                 help="Trade compute for activation memory."),
     cpu: bool = typer.Option(False, "--cpu", help="Train on the CPU even when a GPU is visible."),
+    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop training after the step that "
+                                                "passes this many minutes (checkpoint and adapter saved; --resume "
+                                                "goes on)."),
     mask_confidence: float = typer.Option(0.9, "--mask-confidence", help="cuset: a token that is not CUDA-sensitive "
                                           "and predicted with p >= this is masked out of the loss."),
     region_confidence: float = typer.Option(0.5, "--region-confidence", help="cuset: a CUDA-sensitive token with "
@@ -107,7 +110,7 @@ def sft_command(
                                  batch_size=batch_size, grad_accum=grad_accum, max_length_tokens=max_length,
                                  lora=lora, qlora=qlora, gradient_checkpointing=gradient_checkpointing,
                                  logging_steps=logging_steps, save_steps=save_steps, seed=seed,
-                                 device="cpu" if cpu else "auto", cuset=cuset)
+                                 device="cpu" if cpu else "auto", max_minutes=max_minutes, cuset=cuset)
         ev = SFTEvalSettings(tasks=eval_tasks, samples=eval_samples, turns=eval_turns, compile_only=compile_only,
                              limit=eval_limit, max_new_tokens=eval_max_new_tokens, batch_size=eval_batch_size,
                              seed=seed)

@@ -17,7 +17,9 @@ Modes (``argv[1]``)::
                                                timed call + device-wide synchronize; adaptive repetitions;
                                                warm-up: WARMUP calls and at least WARMUP_MS of calls
     testtime INPUTS OUTPUTS STATS TINPUTS TOUTPUTS TSTATS CTL_FD
-                                               ``test``, then report ``tests_done`` on descriptor CTL_FD and
+                                               ``ready probe 0|1`` on descriptor CTL_FD (context up, CUPTI
+                                               tracing or not: before any candidate code runs), ``test``,
+                                               then report ``tests_done`` on CTL_FD and
                                                read the harness's commands on stdin, one per line: ``time MIN
                                                MAX BUDGET_MS CV WARMUP WARMUP_MS SECRET PERTURB`` runs one timing window on
                                                the T* files in the same process (one context, warm clocks) and
@@ -477,10 +479,12 @@ int main(int argc, char **argv) {{
     }}
     FILE *stats = fopen(argv[4], "w");
     if (!stats) return {EXIT_BAD_INPUT};
+    int probe_ready = 0;
 #ifdef CUDAPERF_GPU
     {{
         char err[256] = {{0}};
-        if (!cudaperf_probe_init(err, (int)sizeof err)) fprintf(stats, "probe_error %s\\n", err);
+        probe_ready = cudaperf_probe_init(err, (int)sizeof err);
+        if (!probe_ready) fprintf(stats, "probe_error %s\\n", err);
         cudaError_t e = cudaFree(0); /* create the context before anything is measured */
         if (e != cudaSuccess) {{
             fprintf(stats, "init_error %s %s\\n", cudaGetErrorName(e), cudaGetErrorString(e));
@@ -503,6 +507,9 @@ int main(int argc, char **argv) {{
                         argc >= 11 ? atof(argv[10]) : 0.0, argc >= 12 ? strtoull(argv[11], NULL, 10) : 0, argc >= 13 ? atoi(argv[12]) : 0);
     else if (strcmp(argv[1], "testtime") == 0 && argc >= 9) {{
         int ctl = atoi(argv[8]);
+        /* Before any candidate code runs: the context is up (GPU build), and whether the probe traces. What the
+         * harness reads from the files after this line can have been written by the candidate. */
+        report(ctl, probe_ready ? "ready probe 1\\n" : "ready probe 0\\n");
         rc = run_tests(argv[2], argv[3], stats, NULL, 0);
         fflush(stats);
         report(ctl, "tests_done\\n");

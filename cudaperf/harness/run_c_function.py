@@ -221,6 +221,16 @@ class _Stats:
         return out
 
 
+def _trusted(stats: _Stats, ready: str | None) -> _Stats:
+    """The stats as far as the harness can trust them, given the ``ready probe 0|1`` line the driver sent before
+    any candidate code ran (None: none came). The candidate's process can write its stats files, so a GPU start
+    failure counts only without a ``ready`` line, and whether the probe traces is what that line said."""
+    if ready is None or not ready.startswith("ready "):
+        return stats
+    probe_error = None if ready == "ready probe 1" else (stats.probe_error or "the driver reported no probe")
+    return replace(stats, init_error=None, probe_error=probe_error)
+
+
 def _parse_stats(path: Path) -> _Stats:
     text = path.read_text(errors="replace") if path.exists() else ""
     cuda_error = init_error = probe_error = None
@@ -329,11 +339,11 @@ class _TestVerdict:
 
 
 def _judge_tests(prepared: PreparedCFunction, w: Path, run: SandboxRun | None,
-                 settings: HarnessSettings) -> _TestVerdict:
+                 settings: HarnessSettings, ready: str | None = None) -> _TestVerdict:
     """Compare the candidate's test outputs (in ``w``) with the expected ones; ``run`` None while the program
-    waits for the verdict."""
+    waits for the verdict; ``ready``: the driver's first control line (see :func:`_trusted`)."""
     task = prepared.task
-    stats = _parse_stats(w / "stats.txt")
+    stats = _trusted(_parse_stats(w / "stats.txt"), ready)
     # Only the driver's own record of a failed CUDA start (written before any candidate code runs) is the harness's
     # fault: a bare exit status EXIT_NO_GPU could be the candidate's exit(5), which is its crash.
     if stats.init_error:
@@ -366,7 +376,14 @@ def _judge_tests(prepared: PreparedCFunction, w: Path, run: SandboxRun | None,
                           f"{len(tests) - passed} of {len(tests)} hidden tests failed; test {first.index} "
                           f"{first.config}: {first.message}")
     kernels_in_tests = sum(v.get("kernels", 0) for v in stats.case_kernels.values())
-    probe_ok = stats.probe_error is None and all(v.get("valid", 0) for v in stats.case_kernels.values())
+    if ready == "ready probe 1":  # the probe traces: a missing or invalid record was not written by the driver
+        probe_ok = True
+        untraced = [t.index for t in tests if t.passed and not stats.case_kernels.get(t.index, {}).get("valid")]
+        if failure is None and untraced:
+            failure = Failure(FailureKind.NO_GPU_WORK, f"the trace of hidden test {untraced[0]} is missing or "
+                              "invalid: the candidate's process overwrote the harness's records")
+    else:
+        probe_ok = stats.probe_error is None and all(v.get("valid", 0) for v in stats.case_kernels.values())
     frac = _device_output_fraction(prepared, stats) if probe_ok else None
     evidence = GpuEvidence(source="cupti" if probe_ok else f"unavailable: {stats.probe_error}",
                            kernels_in_tests=kernels_in_tests, kernels_in_timed_call=None,
@@ -492,6 +509,8 @@ class CandidateRun:
         self.perturb = settings.timing_recheck and perturbs_inputs(prepared.task)
         self.window_secrets: list[int] = []
         """The secret of each window sent (its traced call; with ``perturb``, its calls' input perturbations)."""
+        self.ready: str | None = None
+        """The driver's first control line, ``ready probe 0|1``, sent before any candidate code ran."""
         self.window_ext_ms: list[float] = []
         """Each window as the harness's clock saw it: command sent to ``timing_done`` received."""
         self._events: queue.Queue[tuple[str, object]] = queue.Queue()
@@ -563,6 +582,9 @@ class CandidateRun:
         settings = self.settings
         t0 = time.monotonic()
         line = ctl.read_line(timeout_s=settings.test_timeout_s)
+        if line is not None and line.startswith("ready "):
+            self.ready = line
+            line = ctl.read_line(timeout_s=max(0.1, settings.test_timeout_s - (time.monotonic() - t0)))
         self.phases_s["tests_s"] = time.monotonic() - t0
         if line != "tests_done":
             if line is None and not ctl.eof:  # the tests ran past their limit
@@ -570,7 +592,7 @@ class CandidateRun:
             self._events.put(("ended", None))
             return  # the program ended (or broke the protocol): judged from its files once it is gone
         assert self._w is not None
-        self.verdict = _judge_tests(self.prepared, self._w, None, settings)
+        self.verdict = _judge_tests(self.prepared, self._w, None, settings, self.ready)
         ok = self.verdict.failure is None and self.want_timing
         self.waiting = ok
         if ok:
@@ -646,7 +668,7 @@ class CandidateRun:
     def _judge(self, w: Path, run: SandboxRun) -> CFunctionOutcome:
         prepared, task = self.prepared, self.prepared.task
         run_s = run.wall_s
-        verdict = self.verdict or _judge_tests(prepared, w, run, self.settings)
+        verdict = self.verdict or _judge_tests(prepared, w, run, self.settings, self.ready)
         tests, p, evidence = verdict.tests, verdict.pass_fraction, verdict.evidence
         if verdict.failure is not None:
             return CFunctionOutcome(verdict.stage, False, verdict.failure, tests, p, None, evidence, run_s)
@@ -654,7 +676,7 @@ class CandidateRun:
             return CFunctionOutcome(Stage.CORRECT, True, None, tests, p, None, evidence, run_s)
 
         # Timing rotated over the timing input sets; outputs of the last call on each set are re-checked.
-        tstats = _parse_stats(w / "tstats.txt")
+        tstats = _trusted(_parse_stats(w / "tstats.txt"), self.ready)
         size = dict(prepared.timing_cases[0].config)
         tfail = (Failure(FailureKind.TIMEOUT, f"timing at size {size}: {self.window_failed}")
                  if self.window_failed else _run_failure(run, tstats, f"timing at size {size}"))

@@ -44,6 +44,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from transformers import TrainerCallback
+
 from cudaperf.env.prompt import PromptSettings, build_messages
 from cudaperf.train.cuset import SPANS_COLUMN, CuSeTSettings
 from cudaperf.train.sensitive import SENSITIVE_CLASSES, cuda_sensitive_spans
@@ -135,6 +137,9 @@ class SFTTrainSettings:
     seed: int = 0
     device: str = "auto"
     """``auto`` (the GPU when there is one) or ``cpu``."""
+    max_minutes: float | None = None
+    """Stop training after the optimizer step that passes this many minutes of training (a checkpoint and the
+    adapter are saved; ``resume`` goes on from there). None: no limit."""
     cuset: CuSeTSettings = CuSeTSettings()
 
     def __post_init__(self) -> None:
@@ -154,6 +159,8 @@ class SFTTrainSettings:
             raise ValueError("warmup_fraction must be in [0, 1)")
         if self.logging_steps < 1 or self.save_steps < 1 or self.save_total_limit < 1:
             raise ValueError("logging_steps, save_steps and save_total_limit must be >= 1")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ValueError("max_minutes must be > 0 (or None for no limit)")
 
 
 @dataclass(frozen=True)
@@ -580,8 +587,14 @@ def run_sft(model: str | Path, out_dir: str | Path, data: SFTDataSettings = SFTD
     log(f"training: objective {train.objective}, LoRA r={train.lora.r}{' on 4-bit (QLoRA)' if train.qlora else ''}"
         f", {'resuming from ' + last.name if resume and last else 'from the base model'}")
     t_train = time.monotonic()
+    budget = _TimeBudget(train.max_minutes)
+    if train.max_minutes is not None:
+        trainer.add_callback(budget)
     output = trainer.train(resume_from_checkpoint=str(last) if resume and last else None)
     train_wall_s = time.monotonic() - t_train
+    if budget.stopped:
+        log(f"stopped at step {trainer.state.global_step} after {train.max_minutes} minutes (--max-minutes); "
+            "--resume continues from the checkpoint saved there")
     adapter_dir = out / "adapter"
     trainer.save_model(str(adapter_dir))
     history = list(trainer.state.log_history)
@@ -592,7 +605,7 @@ def run_sft(model: str | Path, out_dir: str | Path, data: SFTDataSettings = SFTD
         "global_step": int(trainer.state.global_step), "epochs_done": _finite(trainer.state.epoch),
         "final_loss": final_loss, "train_loss_mean": _finite(output.training_loss),
         "train_wall_s": round(train_wall_s, 1), "wall_s": round(time.monotonic() - t0, 1),
-        "adapter_dir": str(adapter_dir), "log_history": history,
+        "adapter_dir": str(adapter_dir), "stopped_by_time_budget": budget.stopped, "log_history": history,
         "tensorboard_dir": str(out / "tb") if (out / "tb").is_dir() else None,
     })
     if train.objective == "cuset":
@@ -607,6 +620,25 @@ def run_sft(model: str | Path, out_dir: str | Path, data: SFTDataSettings = SFTD
     return SFTResult(out_dir=out, adapter_dir=adapter_dir, record_path=record_path, model_dir=model_dir,
                      n_examples=len(exs.examples), global_step=record["global_step"], final_loss=final_loss,
                      wall_s=record["wall_s"], record=record)
+
+
+class _TimeBudget(TrainerCallback):
+    """Ends training (saving a checkpoint) after the optimizer step that passes ``minutes`` of training."""
+
+    def __init__(self, minutes: float | None) -> None:
+        self.minutes = minutes
+        self.stopped = False
+        self._t0 = time.monotonic()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._t0 = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.minutes is not None and time.monotonic() - self._t0 > 60 * self.minutes:
+            self.stopped = True
+            control.should_training_stop = True
+            control.should_save = True
+        return control
 
 
 def _make_trainer(lm: Any, tokenizer: Any, exs: ExampleSet, train: SFTTrainSettings, out: Path, *, bf16: bool,
