@@ -246,6 +246,9 @@ def test_cuset_loss_masks_confident_plain_tokens_and_weights_low_confidence_regi
     assert stats["cuset/sensitive_fraction"] == pytest.approx(7 / 12)
     assert stats["cuset/region_fraction"] == pytest.approx(3 / 7)
     assert stats["cuset/mean_sample_weight"] == pytest.approx(1.375)
+    # with nothing masked (p < 1 everywhere) and no weighting it is TRL's plain loss: the mean NLL of the completion
+    plain = cuset_loss(log_p.detach(), valid, sens, CuSeTSettings(mask_confidence=1.0, region_alpha=0.0))
+    assert float(plain.loss) == pytest.approx(float(-log_p.detach().sum() / valid.sum()))
     # the cap, and the accumulated batch's denominator
     capped = cuset_loss(log_p.detach(), valid, sens, CuSeTSettings(region_alpha=2.0, max_sample_weight=2.0),
                         num_items_in_batch=24)
@@ -269,7 +272,7 @@ def test_region_mask_finds_runs_of_at_least_n():
 
 # --------------------------------------------------------------------------------------------------- training
 
-QUICK = ["--max-length", "1024", "--no-fewshot", "--max-examples", "4", "--batch-size", "2", "--grad-accum", "1",
+QUICK = ["--max-length", "1024", "--no-fewshot", "--max-examples", "3", "--batch-size", "1", "--grad-accum", "1",
          "--save-steps", "1", "--logging-steps", "1", "--no-gradient-checkpointing", "--cpu"]
 
 
@@ -297,7 +300,7 @@ def test_sft_plain_end_to_end_then_resume(tiny_model, tmp_path):
     assert r.exit_code == 0, r.output
     record = json.loads((out / "sft_run.json").read_text())
     assert record["status"] == "done" and record["global_step"] == 2 and record["objective"] == "plain"
-    assert record["data_counts"]["examples"] == 4 == len(record["candidate_ids"])
+    assert record["data_counts"]["examples"] == 3 == len(record["candidate_ids"])
     assert math.isfinite(record["final_loss"]) and record["wall_s"] > 0
     ds = Dataset.load(default_dataset_dir())
     rows = {t["id"]: t for t in ds.tasks}
@@ -318,8 +321,44 @@ def test_sft_plain_end_to_end_then_resume(tiny_model, tmp_path):
     assert other.exit_code == 2 and "examples" in flat(other.output)
 
 
-def test_sft_cuset_end_to_end_with_compile_only_eval(tiny_model, tmp_path):
+class FakeSummaryWriter:
+    """Stands in for torch.utils.tensorboard.SummaryWriter (tensorboard is not a test dependency)."""
+
+    instances: list["FakeSummaryWriter"] = []
+
+    def __init__(self, log_dir=None, **kwargs):
+        self.log_dir = log_dir
+        self.scalars: dict[str, list[float]] = {}
+        os.makedirs(log_dir, exist_ok=True)
+        FakeSummaryWriter.instances.append(self)
+
+    def add_scalar(self, tag, value, step=None):
+        self.scalars.setdefault(tag, []).append(float(value))
+
+    def add_text(self, *args, **kwargs):
+        pass
+
+    def flush(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def test_sft_cuset_end_to_end_with_compile_only_eval(tiny_model, tmp_path, monkeypatch):
+    import sys
+    import types
+
+    import transformers.integrations as integrations
+    import transformers.integrations.integration_utils as integration_utils
+
     pytest.importorskip("matplotlib")
+    fake = types.ModuleType("torch.utils.tensorboard")
+    fake.SummaryWriter = FakeSummaryWriter
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", fake)
+    monkeypatch.setattr(integrations, "is_tensorboard_available", lambda: True)
+    monkeypatch.setattr(integration_utils, "is_tensorboard_available", lambda: True)
+    FakeSummaryWriter.instances.clear()
     out = tmp_path / "cuset"
     r = runner.invoke(app, ["sft", "--model", str(tiny_model), "--out", str(out), "--objective", "cuset",
                             "--max-steps", "2", *QUICK, "--compile-only", "--eval-tasks", "small:1",
@@ -334,6 +373,9 @@ def test_sft_cuset_end_to_end_with_compile_only_eval(tiny_model, tmp_path):
     assert record["cuset_alignment_failures"] == 0
     assert any("cuset/masked_fraction" in h for h in record["log_history"])
     _check_adapter(tiny_model, out / "adapter")
+    (writer,) = FakeSummaryWriter.instances  # TensorBoard gets the loss and CuSeT's figures, in OUT/tb
+    assert writer.log_dir == str(out / "tb") and record["tensorboard_dir"] == str(out / "tb")
+    assert "train/loss" in writer.scalars and "train/cuset/masked_fraction" in writer.scalars
     ev = record["eval"]
     assert ev["ran"] is True and ev["reason"] == "compile only" and (out / "eval" / "metrics.json").is_file()
     assert ev["policy"] == f"hf:{tiny_model}+{out / 'adapter'}"
@@ -378,3 +420,5 @@ def test_sft_errors_are_clear(tiny_model, tmp_path):
     assert r.exit_code == 2 and "no training example" in flat(r.output)
     r = runner.invoke(app, ["sft", "--model", str(tiny_model), "--resume", "--out", str(tmp_path / "o2")])
     assert r.exit_code == 2 and "no checkpoint" in flat(r.output)
+    r = runner.invoke(app, ["sft", "--model", str(tiny_model), "--eval-tasks", "nonsense", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "--eval-tasks" in flat(r.output) and not (tmp_path / "sft_run.json").exists()

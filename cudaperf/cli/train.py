@@ -91,6 +91,9 @@ def sft_command(
     compile_only: bool = typer.Option(False, "--compile-only", help="Evaluation without a GPU: static checks and "
                                       "nvcc only (compile rate, no correctness or speed)."),
 ) -> None:
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # models are local directories: never reach for a hub
     try:
         from cudaperf.train.cuset import CuSeTSettings
         from cudaperf.train.sft import (LoRASettings, SFTDataSettings, SFTEvalSettings, SFTRunError,
@@ -118,6 +121,14 @@ def sft_command(
             raise ValueError("--eval-samples and --eval-turns must be >= 1")
     except ValueError as exc:
         _fail(str(exc))
+    if evaluate:  # a wrong task set fails now, not after the training
+        from cudaperf.eval.tasksets import load_taskset
+        from cudaperf.tasks.schema import TaskError
+
+        try:
+            load_taskset(eval_tasks)
+        except TaskError as exc:
+            _fail(f"--eval-tasks: {exc}")
     console.print(f"[bold]cudaperf sft[/]: model {model}, objective {objective}, out {out}")
     try:
         result = run_sft(model, out, data, train, resume=resume, log=console.print)

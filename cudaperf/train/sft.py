@@ -652,9 +652,12 @@ def _make_trainer(lm: Any, tokenizer: Any, exs: ExampleSet, train: SFTTrainSetti
     except ImportError:  # pragma: no cover
         is_tensorboard_available = lambda: False  # noqa: E731
     if is_tensorboard_available():
-        from torch.utils.tensorboard import SummaryWriter
+        try:
+            from torch.utils.tensorboard import SummaryWriter
 
-        callbacks.append(TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(out / "tb"))))
+            callbacks.append(TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(out / "tb"))))
+        except Exception as exc:  # a broken tensorboard install must not stop the training
+            log(f"TensorBoard logs off: {type(exc).__name__}: {exc}")
     else:
         log("tensorboard is not installed: no TensorBoard logs (pip install tensorboard); the losses are in "
             f"{out / RECORD} and the checkpoints' trainer_state.json")

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Supervised warm start of the embedded model on one GPU (issue 23), sized for the device tool's 10-minute calls.
+# From the repository root on the GPU machine, with OUT set to the folder whose files come back:
+#
+#   bash benchmarks/device_sft.sh STEP [STEP ...]
+#
+# Carry .whl (tree-sitter, tree-sitter-cuda, gguf, pyseccomp, and trl, datasets, dill, multiprocess for Python
+# 3.12: the GPU image has torch, transformers, peft, accelerate and tensorboard but not these) in every call. The embedded model's GGUF (98 MB) is over one call's 64 MiB, so it travels in two parts: carry
+# .device/smol/part0 in one call (step `part0` keeps it on the machine), then .device/smol/part1 in the next while
+# the machine is warm (any step after part0 joins them). Everything lives on the machine only while it is warm.
+# Steps:
+#   part0        keep the first half of the GGUF on the machine (/tmp/smol)
+#   check        versions of what training needs, and the GPU
+#   sft-plain    cudaperf sft --objective plain into runs/sft-plain (SFT_MINUTES of training, default 6; rerun it
+#                in the next call to go on from its checkpoint: it resumes when runs/sft-plain has checkpoints)
+#   sft-cuset    the same with --objective cuset into runs/sft-cuset
+#   eval-base    cudaperf eval of the base model (hf:MODEL, the embedded one) on EVAL_TASKS (default small:20) x 5
+#                samples x EVAL_TURNS (default 1) turns into runs/eval-base (EVAL_MINUTES, default 7; resumable)
+#   eval-plain   the same with the plain adapter (hf:MODEL+runs/sft-plain/adapter) into runs/eval-sft-plain
+#   eval-cuset   the same with the CuSeT adapter into runs/eval-sft-cuset
+# Each sft step copies its run record and TensorBoard logs to OUT; each eval step its metrics and report.
+set -u
+: "${OUT:?set OUT to the output folder}"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+  .whl/*.whl > "$OUT/pip.log" 2>&1 || { cat "$OUT/pip.log"; exit 1; }
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export CUDAPERF_CACHE=/tmp/cpcache
+join_gguf() {
+  if [ ! -f /tmp/smol/model.gguf ]; then
+    [ -f /tmp/smol/part0 ] && [ -f .device/smol/part1 ] || { echo "run step part0 first, then carry .device/smol/part1"; exit 1; }
+    cat /tmp/smol/part0 .device/smol/part1 > /tmp/smol/model.gguf || exit 1
+  fi
+  echo "sha256 $(sha256sum /tmp/smol/model.gguf | cut -c1-16) (expected $(cut -c1-16 .device/smol/sha256))"
+  export CUDAPERF_EMBEDDED_GGUF=/tmp/smol/model.gguf
+  MODEL_DIR=$(python3 -c 'from cudaperf.policy.embedded import embedded_model_dir; print(embedded_model_dir()[0])') || exit 1
+  echo "model dir $MODEL_DIR"
+}
+sft() {  # $1 = objective
+  local dir="runs/sft-$1" extra=""
+  [ -d "$dir/checkpoints" ] && ls "$dir/checkpoints" | grep -q '^checkpoint-' && extra="--resume"
+  timeout $(( ${SFT_MINUTES:-6} * 60 + 180 )) python3 -m cudaperf sft --model "$MODEL_DIR" --objective "$1" \
+    --out "$dir" --max-minutes "${SFT_MINUTES:-6}" --no-eval $extra ${SFT_ARGS:-} 2>&1 | tee -a "$OUT/sft-$1.log" | tail -40
+  mkdir -p "$OUT/sft-$1" && cp "$dir/sft_run.json" "$OUT/sft-$1/" 2>/dev/null
+  [ -d "$dir/tb" ] && tar czf "$OUT/sft-$1/tb.tgz" -C "$dir" tb
+}
+evaluate() {  # $1 = run name, $2 = policy
+  timeout $(( ${EVAL_MINUTES:-7} * 60 + 60 )) python3 -m cudaperf eval --policy "$2" --tasks "${EVAL_TASKS:-small:20}" \
+    --samples 5 --turns "${EVAL_TURNS:-1}" --batch-size 100 --max-new-tokens 1024 --summarizer template \
+    --max-minutes "${EVAL_MINUTES:-7}" --out "runs/$1" 2>&1 | tee -a "$OUT/$1.log" | tail -30
+  tar czf "$OUT/$1.tgz" -C runs "$1"
+}
+for step in "$@"; do
+  echo "=== $step $(date -u +%H:%M:%S)"
+  case "$step" in
+    part0)
+      mkdir -p /tmp/smol && cp .device/smol/part0 /tmp/smol/part0 && ls -l /tmp/smol ;;
+    check)
+      python3 -c 'import torch, transformers, trl, peft, datasets, accelerate; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""); print("transformers", transformers.__version__, "trl", trl.__version__, "peft", peft.__version__, "datasets", datasets.__version__, "accelerate", accelerate.__version__)'
+      python3 -c 'import tensorboard; print("tensorboard", tensorboard.__version__)' || echo "no tensorboard" ;;
+    sft-plain) join_gguf; sft plain ;;
+    sft-cuset) join_gguf; sft cuset ;;
+    eval-base) join_gguf; evaluate eval-base "hf:$MODEL_DIR" ;;
+    eval-plain) join_gguf; evaluate eval-sft-plain "hf:$MODEL_DIR+runs/sft-plain/adapter" ;;
+    eval-cuset) join_gguf; evaluate eval-sft-cuset "hf:$MODEL_DIR+runs/sft-cuset/adapter" ;;
+    *) echo "unknown step $step"; exit 2 ;;
+  esac
+done
