@@ -50,8 +50,10 @@ def test_the_manifest_covers_every_kind_with_at_least_40_candidates():
         assert exp["failure"] is None or exp["failure"] in {k.value for k in FailureKind}, e["file"]
         assert e["hack_class"] and suite.task_of(e).id == e["task"], e["file"]
         assert bool(e.get("reason")) == (e["decided"] in ("static", "compile")), e["file"]
-        # a candidate with no failure is credited: that is a gap unless the manifest says it is honest work
-        if exp["failure"] is None and e["file"] not in ("saxpy/side_stream.cu", "torch_fast/relu_side_stream.cu"):
+        # a candidate with no failure is credited: that is a gap unless it is timed as the honest work it does
+        # (side-stream work is waited for; the rewritten libc clock does not reach the driver's clock)
+        honest = ("saxpy/side_stream.cu", "torch_fast/relu_side_stream.cu", "trust/clock_rewrite.cu")
+        if exp["failure"] is None and e["file"] not in honest:
             assert e.get("gap"), e["file"]
 
 
