@@ -231,3 +231,56 @@ def test_a_hidden_test_without_its_trace_is_the_candidate_s_failure(saxpy_prep, 
     assert "overwrote the harness's records" in v.failure.message
     # without the ready line the same file reads as the driver's own start failure: the harness's
     assert _judge_tests(prep, tmp_path, None, SETTINGS, None).failure.attributed_to == "harness"
+
+
+# A forger that acts at exit: a destructor rewrites the timing records (every call 1 us) and the timing outputs
+# (zeros). The harness reads both while the program waits, before any exit code of the candidate's runs.
+EXIT_FORGER_C = textwrap.dedent("""
+    #include <stdio.h>
+    __attribute__((destructor)) static void forge(void) {
+        FILE *f = fopen("tstats.txt", "w");
+        if (f) {
+            for (int i = 0; i < 6; ++i) fprintf(f, "time_ns 1000\\n");
+            fprintf(f, "window 0 reps 6 warm 2 span_ns 6000\\n");
+            fclose(f);
+        }
+        f = fopen("tout.bin", "r+b");
+        if (f) { char z[4096] = {0}; fseek(f, 8, SEEK_SET); fwrite(z, 1, sizeof z, f); fclose(f); }
+    }
+""")
+
+
+def _build_with(prep, tmp_path, name: str, extra_c: str):
+    from cudaperf.harness.compile import BuildOutcome, CompileInfo
+
+    for fname, text in (("driver.c", prep.driver_c), ("reference.c", prep.task.reference_c), ("extra.c", extra_c)):
+        (tmp_path / fname).write_text(text)
+    exe = tmp_path / name
+    subprocess.run(["gcc", "-O2", "-o", str(exe), *(str(tmp_path / f) for f in ("driver.c", "reference.c",
+                    "extra.c")), "-lm"], check=True, capture_output=True)
+    return BuildOutcome(exe=exe, info=CompileInfo(True, "gcc", (), "cpu", "gcc", "", False, 0.0), stage="ok")
+
+
+@pytest.mark.parametrize("forger", ["none", "exit", "clock"])
+def test_the_whole_candidate_run_reads_its_records_while_the_program_waits(saxpy_prep, tmp_path, forger):
+    """CandidateRun end to end on the CPU build (no probe, so GPU evidence is not required here): the honest
+    program is timed, a program that rewrites its records at exit is timed as what it did, and one whose clock
+    runs 60 times slow gets no credit."""
+    from dataclasses import replace as dc_replace
+
+    from cudaperf.harness.run_c_function import run_c_function
+
+    settings = HarnessSettings(budget_ms=30, max_reps=12, warmup_ms=20, require_gpu_evidence=False)
+    prep = dc_replace(saxpy_prep, baseline_timing=None)
+    from cudaperf.harness.run_c_function import time_baseline
+
+    prep = time_baseline(prep, settings)
+    extra = {"none": "int cudaperf_no_extra;\n", "exit": EXIT_FORGER_C, "clock": SLOW_CLOCK_C}[forger]
+    out = run_c_function(prep, _build_with(prep, tmp_path, forger, extra), settings)
+    if forger == "clock":
+        assert not out.correct and out.failure.kind == FailureKind.TIMER_MISMATCH, out.failure
+        return
+    assert out.correct and out.failure is None and out.candidate_timing is not None, out.failure
+    # the samples are the real ones (a saxpy call at the timing size on the CPU takes far more than 1 us)
+    assert out.candidate_timing.median_ms > 0.01
+    assert out.gpu_evidence.timer_check.startswith("span/clock ")

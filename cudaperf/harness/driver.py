@@ -24,7 +24,10 @@ Modes (``argv[1]``)::
                                                MAX BUDGET_MS CV WARMUP WARMUP_MS SECRET PERTURB`` runs one timing window on
                                                the T* files in the same process (one context, warm clocks) and
                                                reports ``timing_done``; anything else (or end of input) writes
-                                               the timing outputs, traces one call, and ends the program. Windows
+                                               the timing outputs and reports ``timing_written`` (then waits for
+                                               a line), traces one call, reports ``closed``, waits for a line or
+                                               the end of input and ends the program: the harness reads each
+                                               record at a point where no candidate code can run. Windows
                                                let a batch interleave the timing of a task's candidates.
 
 The outputs file is written case by case and flushed, so a crash keeps what came before it. The stats file is
@@ -428,12 +431,28 @@ static void timing_window(Timing *t, FILE *stats, int min_reps, int max_reps, do
 
 /* The outputs of the last call on each case, then (GPU build) one extra traced call: where a call's GPU time
  * goes. */
-static void timing_close(Timing *t, const char *outp, FILE *stats) {{
+static void report(int fd, const char *line) {{
+    size_t n = strlen(line);
+    if (fd >= 0 && write(fd, line, n) != (ssize_t)n) {{ /* the harness stopped listening: nothing to do */ }}
+}}
+
+/* Report LINE on the control pipe and wait for the harness's next line (or the end of its input): the harness
+ * reads what was written so far while no candidate code can run. */
+static void sync_with_harness(int ctl, const char *line) {{
+    char buf[64];
+    if (ctl < 0) return;
+    report(ctl, line);
+    if (!fgets(buf, sizeof buf, stdin)) {{ /* end of input: go on */ }}
+}}
+
+static void timing_close(Timing *t, const char *outp, FILE *stats, int ctl) {{
     uint32_t n = t->n;
     FILE *out = open_out(outp, n);
     for (uint32_t i = 0; i < n; ++i) write_case(out, &t->cases[i], &t->last[i]);
     fclose(out);
     for (uint32_t i = 0; i < n; ++i) fprintf(stats, "kept case %u seed %llu\\n", i, (unsigned long long)t->last_seed[i]);
+    fflush(stats);
+    sync_with_harness(ctl, "timing_written\\n"); /* the outputs and records of the timed calls, read now */
 #ifdef CUDAPERF_GPU
     {{
         Buffers b;
@@ -462,13 +481,8 @@ static int run_timing(const char *in, const char *outp, FILE *stats, int min_rep
     double cmd_ns = now_ns();
     timing_open(&t, in);
     timing_window(&t, stats, min_reps, max_reps, budget_ms, cv_target, warmup, warmup_ms, secret, perturb, cmd_ns);
-    timing_close(&t, outp, stats);
+    timing_close(&t, outp, stats, -1);
     return 0;
-}}
-
-static void report(int fd, const char *line) {{
-    size_t n = strlen(line);
-    if (fd >= 0 && write(fd, line, n) != (ssize_t)n) {{ /* the harness stopped listening: nothing to do */ }}
 }}
 
 int main(int argc, char **argv) {{
@@ -533,9 +547,13 @@ int main(int argc, char **argv) {{
             report(ctl, "timing_done\\n");
         }}
         if (tstats) {{
-            timing_close(&t, argv[6], tstats);
+            timing_close(&t, argv[6], tstats, ctl);
             fclose(tstats);
         }}
+        fflush(stats);
+        /* Before returning: static destructors and exit handlers (the candidate's too) run after main, once the
+         * harness has read everything it judges. */
+        sync_with_harness(ctl, "closed\\n");
     }}
     else {{ fprintf(stderr, "cudaperf driver: bad mode\\n"); rc = {EXIT_BAD_INPUT}; }}
     fclose(stats);

@@ -232,7 +232,10 @@ def _trusted(stats: _Stats, ready: str | None) -> _Stats:
 
 
 def _parse_stats(path: Path) -> _Stats:
-    text = path.read_text(errors="replace") if path.exists() else ""
+    return _parse_text(path.read_text(errors="replace") if path.exists() else "")
+
+
+def _parse_text(text: str) -> _Stats:
     cuda_error = init_error = probe_error = None
     case_kernels: dict[int, dict[str, int]] = {}
     profile = None
@@ -511,6 +514,12 @@ class CandidateRun:
         """The secret of each window sent (its traced call; with ``perturb``, its calls' input perturbations)."""
         self.ready: str | None = None
         """The driver's first control line, ``ready probe 0|1``, sent before any candidate code ran."""
+        self._window_records: list[bytes] = []
+        """The timing stats file as read at each ``timing_done`` (window i's lines are judged from record i)."""
+        self._written_record: bytes | None = None
+        self._closed_record: bytes | None = None
+        self._timing_outputs: list[CaseOutputs] | Exception | None = None
+        """The timing outputs as read at ``timing_written`` (an exception when unreadable; None: never written)."""
         self.window_ext_ms: list[float] = []
         """Each window as the harness's clock saw it: command sent to ``timing_done`` received."""
         self._events: queue.Queue[tuple[str, object]] = queue.Queue()
@@ -610,6 +619,8 @@ class CandidateRun:
                 self._hold_background()
                 ctl.send("stop")
                 self._stop_sent = time.monotonic()
+                if self.windows_tried:
+                    self._read_closing_records(ctl)
                 return
             t_wait = time.monotonic()
             with HOST.timing(self.gpu_index), hostload.sampled() as host:
@@ -632,7 +643,38 @@ class CandidateRun:
                     self.window_failed = f"a timing window ran past its {settings.timing_timeout_s:.0f} s limit"
                 self._events.put(("window", False))
                 return
+            self._window_records.append(self._read_record("tstats.txt"))  # the program waits: no code of its runs
             self._events.put(("window", True))
+
+    def _read_record(self, name: str) -> bytes:
+        assert self._w is not None
+        try:
+            with open(self._w / name, "rb") as fh:
+                return fh.read(64 << 20)
+        except OSError:
+            return b""
+
+    def _read_closing_records(self, ctl: Control) -> None:
+        """After ``stop``: the timing outputs and records once written (``timing_written``), then the traced
+        call's profile (``closed``), each read while the program waits, so that no code of the candidate's (its
+        last call, its static destructors and exit handlers) can rewrite them before the harness reads them."""
+        limit = self.settings.timing_timeout_s
+        if ctl.read_line(timeout_s=limit) != "timing_written":
+            return
+        self._written_record = self._read_record("tstats.txt")
+        assert self._w is not None
+        try:
+            self._timing_outputs = read_outputs(self._w / "tout.bin", self.prepared.task,
+                                                len(self.prepared.timing_cases))
+        except (OutputFormatError, OSError) as exc:
+            self._timing_outputs = exc
+        if not ctl.send("go"):
+            return
+        line = ctl.read_line(timeout_s=limit)
+        if line == "closed":
+            self._closed_record = self._read_record("tstats.txt")
+        elif line is None and not ctl.eof:
+            ctl.kill()  # its last (traced) call ran past the limit
 
     def _run(self) -> CFunctionOutcome:
         self._hold_background()
@@ -669,6 +711,11 @@ class CandidateRun:
         prepared, task = self.prepared, self.prepared.task
         run_s = run.wall_s
         verdict = self.verdict or _judge_tests(prepared, w, run, self.settings, self.ready)
+        if self.verdict is None and self.ready is not None and verdict.failure is None:
+            # it ended without reporting its tests, after its code ran: what its files say is not evidence (its
+            # exit handlers could have written them)
+            verdict = replace(verdict, failure=Failure(FailureKind.CRASH, (
+                f"the program ended during its hidden tests without reporting them ({run.describe()})")))
         tests, p, evidence = verdict.tests, verdict.pass_fraction, verdict.evidence
         if verdict.failure is not None:
             return CFunctionOutcome(verdict.stage, False, verdict.failure, tests, p, None, evidence, run_s)
@@ -676,17 +723,18 @@ class CandidateRun:
             return CFunctionOutcome(Stage.CORRECT, True, None, tests, p, None, evidence, run_s)
 
         # Timing rotated over the timing input sets; outputs of the last call on each set are re-checked.
-        tstats = _trusted(_parse_stats(w / "tstats.txt"), self.ready)
+        tstats = _trusted(self._timing_stats(w), self.ready)
         size = dict(prepared.timing_cases[0].config)
         tfail = (Failure(FailureKind.TIMEOUT, f"timing at size {size}: {self.window_failed}")
                  if self.window_failed else _run_failure(run, tstats, f"timing at size {size}"))
         if tfail is not None:
             return CFunctionOutcome(Stage.CORRECT, False, tfail, tests, p, None, evidence, run_s)
-        try:
-            touts = read_outputs(w / "tout.bin", task, len(prepared.timing_cases))
-        except (OutputFormatError, FileNotFoundError) as exc:
-            return CFunctionOutcome(Stage.CORRECT, False, Failure(FailureKind.CRASH, f"timing outputs: {exc}"),
-                                    tests, p, None, evidence, run_s)
+        touts = self._timing_outputs
+        if not isinstance(touts, list):
+            why = (f"timing outputs: {touts}" if touts is not None else
+                   "the program did not write its timing outputs when told to stop")
+            return CFunctionOutcome(Stage.CORRECT, False, Failure(FailureKind.CRASH, why), tests, p, None, evidence,
+                                    run_s)
         probe_ok = evidence.source == "cupti"
         frac, problem = self._traced_evidence(tstats) if probe_ok else (None, None)
         evidence = replace(evidence, output_bytes_min_fraction=frac)
@@ -736,6 +784,32 @@ class CandidateRun:
 
     def _check_timer(self, tstats: _Stats) -> tuple[str | None, str]:
         return check_timer(self.window_ext_ms, tstats, self.settings)
+
+    def _timing_stats(self, w: Path) -> _Stats:
+        """The timing records as the harness read them while the program waited: window i from the record read
+        at its ``timing_done``, the kept seeds from ``timing_written``, the profile from ``closed``; errors from
+        the file as it was left."""
+        final = _parse_stats(w / "tstats.txt")
+        if not self._window_records:
+            return final
+        times: list[float] = []
+        reps, warm, span, traced = [], [], [], []
+        for i, rec in enumerate(self._window_records):
+            st = _parse_text(rec.decode(errors="replace"))
+            wins = st.windows()
+            if len(st.window_reps) != i + 1 or sum(st.window_reps) != len(st.times_ms) or len(wins) != i + 1:
+                reps.append(-1)  # does not add up: check_timer refuses it
+                continue
+            times += wins[i]
+            reps.append(st.window_reps[i])
+            warm += st.window_warm[i:i + 1]
+            span += st.window_span_ms[i:i + 1]
+            traced += [t for t in st.traced if t.get("window") == i]
+        written = _parse_text(self._written_record.decode(errors="replace")) if self._written_record else None
+        closed = _parse_text(self._closed_record.decode(errors="replace")) if self._closed_record else None
+        return replace(final, times_ms=times, window_reps=reps, window_warm=warm, window_span_ms=span,
+                       traced=traced, kept_seeds=written.kept_seeds if written else {},
+                       profile=closed.profile if closed else None)
 
     def _traced_evidence(self, tstats: _Stats) -> tuple[float | None, str | None]:
         """The traced call of each window (one of its first timed calls, drawn by the window's secret): a kernel

@@ -70,7 +70,9 @@ Not covered
     window with its own clock and gives no credit when the driver's record falls short of it; timed inputs are
     perturbed per call and the last timed call on each input set is re-checked against the reference on the same
     inputs; one timed call per window, drawn by the harness, is traced and must bring its outputs back from the
-    device. What does not: code that rewrites the driver's memory (its sample array, its counters, its code
+    device; the harness reads each record (test outputs, each window's samples, the timing outputs, the profile)
+    while the program waits on its stdin, so that neither its later calls nor its static destructors and exit
+    handlers can rewrite them, and a program that ends without reporting its tests gets no credit. What does not: code that rewrites the driver's memory (its sample array, its counters, its code
     through ``mprotect`` while ``deny_exec_remap`` is off) can shift time between samples within the harness's
     slack (a quarter of the window plus 10 ms), return stale outputs on timed calls that are not re-checked,
     or do host work on all but the traced call; a copy of garbage of the outputs' size from the device meets the
