@@ -71,6 +71,22 @@ TENSOR_COMPUTE = {
     "copy_", "zero_", "erf", "gelu", "silu", "floor", "ceil", "round", "sign", "reciprocal", "square", "logsumexp",
     "baddbmm", "outer", "kron", "tril", "triu", "flip", "roll", "repeat", "repeat_interleave", "cat", "stack",
     "__matmul__", "__rmatmul__", "__imatmul__",
+    # more of torch.Tensor's computing methods (elementwise, reductions, scans, indexing, linear algebra, fills)
+    "clamp_min", "clamp_max", "clamp_min_", "clamp_max_", "clip_", "maximum", "minimum", "fmax", "fmin", "lerp",
+    "lerp_", "addcmul", "addcmul_", "addcdiv", "addcdiv_", "true_divide", "floor_divide", "remainder", "fmod",
+    "exp2", "expm1", "log2", "log10", "log1p", "sinh", "cosh", "tan", "asin", "acos", "atan", "atan2", "erfc",
+    "erfinv", "sigmoid_", "tanh_", "sqrt_", "rsqrt_", "abs_", "neg_", "pow_", "float_power", "nan_to_num",
+    "hardtanh", "leaky_relu", "elu", "selu", "celu", "softplus", "mish", "hardswish", "hardsigmoid", "logit",
+    "square_", "reciprocal_", "masked_fill_", "masked_scatter", "masked_select", "index_add", "index_add_",
+    "index_copy", "index_copy_", "index_fill", "index_fill_", "index_put", "index_put_", "put_", "take",
+    "take_along_dim", "scatter_", "scatter_add_", "scatter_reduce", "scatter_reduce_", "cummax", "cummin",
+    "logcumsumexp", "median", "nanmedian", "nanmean", "nansum", "mode", "kthvalue", "all", "any",
+    "count_nonzero", "unique", "bincount", "histc", "diff", "trace", "diag", "tensordot", "cross", "addmv",
+    "addr", "addbmm", "inverse", "det", "svd", "qr", "cholesky", "matrix_power", "uniform_", "normal_",
+    "bernoulli_", "random_", "exponential_", "argsort", "msort", "renorm", "dist", "lgamma", "digamma",
+    "sum_to_size", "softmax_", "frac", "trunc", "fix", "logical_and", "logical_or", "logical_not", "logical_xor",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "eq", "ne", "lt", "le", "gt", "ge", "isnan",
+    "isinf", "isfinite", "sgn", "hypot", "xlogy", "rot90",
 }
 # ATen methods called on tensors inside the C++ source (a conservative set: names a hand-written kernel's host
 # code does not otherwise call with a dot)
@@ -78,6 +94,8 @@ CPP_TENSOR_COMPUTE = {
     "matmul", "mm", "bmm", "addmm", "baddbmm", "mv", "conv1d", "conv2d", "conv3d", "linear", "einsum", "softmax",
     "log_softmax", "cumsum", "cumprod", "sort", "topk", "relu", "sigmoid", "tanh", "gelu", "logsumexp", "sum",
     "mean", "norm", "argmax", "argmin", "amax", "amin", "prod", "var", "std", "clamp", "matmul_",
+    "clamp_min", "clamp_max", "clamp_min_", "clamp_max_", "relu_", "maximum", "minimum", "exp", "log", "sqrt",
+    "rsqrt", "pow", "abs", "where", "masked_fill", "gather", "scatter", "index_select", "addcmul", "addcdiv",
 }
 # torch::/at:: names the C++ source may use: types, allocation, options, dtype constants (k...), guards
 CPP_ALLOWED = {
@@ -516,6 +534,10 @@ class _Checker:
                 len(n.args) < 2 or f.string(n.args[1], local) is None):
             self.reasons.append(f"line {n.lineno}: {label} calls getattr on {_dotted(n.args[0])} with a name not "
                                 "known statically (hides which torch function runs)")
+        if isinstance(func, ast.Name) and func.id == "getattr" and len(n.args) >= 2:
+            name = f.string(n.args[1], local)
+            if name in TENSOR_COMPUTE and name not in ALLOWED_TENSOR_METHODS:
+                self.reasons.append(f"line {n.lineno}: {label} takes .{name} through getattr (a torch op)")
         if f.canon(func, local):
             return  # judged as a reference (torch functions) or a known module's function (math.ceil)
         base = func.value if isinstance(func, ast.Subscript) else func

@@ -54,7 +54,22 @@ FORBIDDEN_CALLS = {
     "mount": "mounts file systems", "umount": "mounts file systems", "umount2": "mounts file systems",
     "chroot": "changes the root directory", "prctl": "changes process controls",
     "personality": "changes the process's execution domain", "seccomp": "changes the system-call filter",
+    # the network (the sandbox cuts it; named for a clear early message)
+    "socket": "opens network sockets", "socketpair": "opens sockets", "connect": "connects to the network",
+    "sendto": "sends over the network", "recvfrom": "reads the network",
+    "sendmsg": "sends over the network", "recvmsg": "reads the network", "getaddrinfo": "resolves host names",
+    "gethostbyname": "resolves host names",
 }
+
+ADDRESS_TAKEN = {
+    "system", "popen", "fork", "vfork", "execv", "execve", "execvp", "execl", "execlp", "execvpe", "execle",
+    "fexecve", "posix_spawn", "posix_spawnp", "dlopen", "dlsym", "syscall", "mprotect", "pkey_mprotect",
+    "pthread_create", "fopen", "fopen64", "freopen", "freopen64", "fdopen", "opendir", "memfd_create", "ptrace",
+    "setenv", "putenv", "atexit", "on_exit", "at_quick_exit", "socket", "connect", "process_vm_readv",
+    "process_vm_writev", "clone", "clone3", "unshare", "setns", "prctl",
+}
+"""Forbidden functions that are also rejected when named without a call: taken as a pointer (``&popen``,
+``f = popen;``, ``(popen)(...)``, passed as an argument), the way around a check that looks for calls."""
 
 MAX_CODE_BYTES = 1 << 20
 """The largest candidate source the checks accept (1 MiB of UTF-8): the bundled fast candidates are a few KiB; a
@@ -164,8 +179,12 @@ def check_source(code: str, *, kind: str = "c_function", kernel_name: str | None
         if bracket == '"' or path.startswith("/") or ".." in path:
             reasons.append(f"#include {bracket}{path}: only system headers (#include <...>) are allowed")
     for name, why in FORBIDDEN_CALLS.items():
-        if re.search(rf"(?<![\w.:>])(?:std::)?{name}\s*\(", text):
+        # name(...), std::name(...) and ::name(...), not obj.name(...), p->name(...) or Other::name(...)
+        if re.search(rf"(?:(?<![\w.:>])|(?<![\w:])::\s*|\bstd\s*::\s*){name}\s*\(", text):
             reasons.append(f"calls {name}(): {why}, which candidates may not do")
+        elif name in ADDRESS_TAKEN and re.search(
+                rf"(?:&\s*(?:::\s*)?{name}\b|\(\s*(?:::\s*)?{name}\s*\)|[=,(]\s*(?:::\s*)?{name}\s*[;,)])", text):
+            reasons.append(f"takes the address of {name}: {why}, which candidates may not do")
     l2 = re.search(r"\b(cudaLimitPersistingL2CacheSize|\w*AccessPolicyWindow|accessPolicyWindow|"
                    r"cudaAccessPropertyPersisting)\b", text)
     if l2:
@@ -175,8 +194,13 @@ def check_source(code: str, *, kind: str = "c_function", kernel_name: str | None
         reasons.append("uses std::thread/std::async: host threads are not allowed")
     if re.search(r"\b(?:std::)?(?:[io]?fstream|filebuf|filesystem)\b", text):
         reasons.append("uses C++ file streams or std::filesystem: candidates may not touch files")
-    if re.search(r"\b(?:asm|__asm__|__asm)\b[\s\S]{0,400}?(?:syscall|sysenter|int\s*\$?0x80)", code):
+    joined = re.sub(r'"\s*"', "", code)  # "sys" "call": adjacent string literals are one string to the compiler
+    if re.search(r"\b(?:asm|__asm__|__asm)\b[\s\S]{0,400}?(?:syscall|sysenter|int\s*\$?0x80|svc\s)", joined):
         reasons.append("inline assembly that makes system calls is not allowed")
+    for label in re.findall(r"\b(?:asm|__asm__|__asm)\s*\(\s*\"(\w+)\"\s*\)\s*[;={,]", joined):
+        if label in FORBIDDEN_CALLS:
+            reasons.append(f"renames a declaration to {label} with an assembler label: {FORBIDDEN_CALLS[label]}, "
+                           "which candidates may not do")
     probe = re.search(r"\b(cupti\w*|cudaperf_\w*|InitializeInjection|CUDA_INJECTION64_PATH)\b", text, re.I)
     if probe:
         reasons.append(f"names {probe.group(1)}: the harness's profiler and driver are off limits")

@@ -21,7 +21,9 @@ ctypes and calls it on torch tensors; it runs in the candidate's sandboxed proce
 
 from __future__ import annotations
 
+
 import ctypes
+import re
 import subprocess
 from pathlib import Path
 from typing import Sequence
@@ -129,6 +131,23 @@ class FastModule:
             raise FastCallError(f"{ENTRY} returned {rc}")
 
 
+_LIBRARY_SYMBOL = re.compile(r"^(?:cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|cutensor|nccl|nvrtc|cuLink"
+                             r"|cuModule|cuLaunch|_ZN2at|_ZN5torch|_ZN3c10\d)")
+
+
+def library_references(nm_undefined: str) -> list[str]:
+    """Reasons to reject a fast-path object (``nm -u`` output) that refers to vendor compute libraries, PyTorch
+    (ATen, torch) or the driver API's module loader: in the runner's process those are loaded and would do the
+    work, however they are declared (a weak ``extern "C"`` declaration links without the library)."""
+    reasons = []
+    for line in nm_undefined.splitlines():
+        sym = line.split()[-1] if line.split() else ""
+        if _LIBRARY_SYMBOL.match(sym):
+            reasons.append(f"refers to {sym}: vendor libraries, PyTorch and the driver's module loader are off "
+                           "limits (the candidate's own kernels must do the work)")
+    return list(dict.fromkeys(reasons))
+
+
 def check_fast_candidate(code: str) -> StaticCheckResult:
     """The static checks every candidate gets, before nvcc: a kernel defined and launched, no host threads,
     process creation, run-time loading, signal handlers or timers, no quoted includes (the harness forces
@@ -145,7 +164,8 @@ def build_fast_candidate(code: str, *, arch: str | None = None,
     ``exe`` is the library."""
     arch = arch or default_arch()
     all_flags = (f"-arch={arch}", *flags)
-    key = sha256("torchfast", code, HEADER, " ".join(all_flags), f"{nvcc_version()}; {gcc_version()}")
+    key = sha256("torchfast", code, HEADER, " ".join(all_flags), f"{nvcc_version()}; {gcc_version()}",
+                 _LIBRARY_SYMBOL.pattern)  # a change of the symbol rules builds (and checks) again
 
     def build(w: Path) -> tuple[str, str, tuple[str, ...], str]:
         (w / "candidate.cu").write_text(code)
@@ -159,6 +179,8 @@ def build_fast_candidate(code: str, *, arch: str | None = None,
         nm = subprocess.run([tool_path("nm"), "-g", "--defined-only", str(w / "candidate.o")], capture_output=True,
                             text=True)
         reasons = check_symbols(nm.stdout, {ENTRY})
+        undefined = subprocess.run([tool_path("nm"), "-u", str(w / "candidate.o")], capture_output=True, text=True)
+        reasons += library_references(undefined.stdout)
         if not any(line.split()[1:] == ["T", ENTRY] for line in nm.stdout.splitlines()):
             reasons.insert(0, f"does not define extern \"C\" int {ENTRY}(const TensorArg*, int, TensorArg*, int, "
                               "cudaStream_t): the fast path's entry point")
