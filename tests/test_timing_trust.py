@@ -166,6 +166,8 @@ def test_a_traced_timed_call_must_bring_its_outputs_back_from_the_device(saxpy_p
     frac, problem = traced_evidence(prep, traced((1, need), (1, need // 4)), 2, SETTINGS)
     assert frac == pytest.approx(0.25, abs=0.01) and "25 % of its output bytes" in problem
     assert "no GPU kernel" in traced_evidence(prep, traced((0, need)), 1, SETTINGS)[1]
+    # an honest partial copy-back (a stencil's interior) keeps its credit
+    assert traced_evidence(prep, traced((1, need * 9 // 10)), 1, SETTINGS) == (0.9, None)
     # one trace per window, or the records do not add up
     assert "traced 1 calls in 2" in traced_evidence(prep, traced((1, need)), 2, SETTINGS)[1]
     # the rule can be switched off (outputs through mapped memory then pass)

@@ -78,11 +78,12 @@ class HarnessSettings:
     sent to ``timing_done`` received) and gives no credit when the driver's in-process span is shorter than that
     by more than ``timer_check_rel`` of it plus ``timer_check_abs_ms`` (a clock forged inside the candidate's
     process), or when the timed calls add up to more than the span."""
-    outputs_from_device_fraction: float = 1.0
+    outputs_from_device_fraction: float = 0.5
     """Evidence that the GPU produced a C function's outputs: in each timing window one timed call, drawn at random
     among the first ``min_reps`` and traced (CUPTI) instead of timed, must run a kernel and copy at least this
-    fraction of its output bytes from the device. 0 switches the byte rule off (outputs written through mapped or
-    managed memory then pass; so does host work behind a token kernel)."""
+    fraction of its output bytes from the device. Half, not all: an honest candidate may copy back only the part
+    of an in/out array it changed (a stencil's interior). 0 switches the byte rule off (outputs written through
+    mapped or managed memory then pass; so does host work behind a token kernel)."""
     timing_recheck: bool = True
     """Timed calls see perturbed inputs (:mod:`cudaperf.harness.driver`); the last timed call on each timing input
     set is re-checked against the reference run on the same perturbed inputs (one reference call per set and
