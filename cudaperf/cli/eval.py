@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -28,13 +29,32 @@ def register(app: typer.Typer) -> None:
     app.command("serve")(serve_command)
 
 
-def _progress_columns():
+@contextmanager
+def eval_progress(total: int | None):
+    """The generate and judge bars of an evaluation; yields the ``progress(phase, n, total)`` callback that
+    :func:`cudaperf.eval.run.run_eval` reports to (``total`` None: unknown)."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
 
-    return Progress(TextColumn("[bold]{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
-                    TaskProgressColumn(), TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
-                    TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False)
+    with Progress(TextColumn("[bold]{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
+                  TaskProgressColumn(), TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                  TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False) as bar:
+        gen_t = bar.add_task("generate", total=total, rate="")
+        judge_t = bar.add_task("judge", total=total, rate="")
+        t0 = time.monotonic()
+        base = [0]  # answers judged before the current turn
+
+        def progress(phase: str, n: int, tot: int) -> None:
+            minutes = max(1e-9, (time.monotonic() - t0) / 60)
+            if phase == "generated":
+                bar.update(gen_t, completed=n, rate=f"{n / minutes:.0f}/min")
+            elif phase == "judged":
+                base[0] = n
+                bar.update(judge_t, completed=n, rate=f"{n / minutes:.0f}/min")
+            elif phase in ("judge:run", "judge:compile"):
+                bar.update(judge_t, completed=base[0] + n, rate=f"{(base[0] + n) / minutes:.0f}/min")
+
+        yield progress
 
 
 def eval_command(
@@ -113,22 +133,7 @@ def eval_command(
         _fail(f"policy {policy}: {exc}")
     harness = HarnessSettings(budget_ms=timing_budget_ms, max_reps=max_reps)
     total = len(ts.tasks) * samples * turns
-    with _progress_columns() as bar:
-        gen_t = bar.add_task("generate", total=total, rate="")
-        judge_t = bar.add_task("judge", total=total, rate="")
-        t0 = time.monotonic()
-        base = [0]  # answers judged before the current turn
-
-        def progress(phase: str, n: int, tot: int) -> None:
-            minutes = max(1e-9, (time.monotonic() - t0) / 60)
-            if phase == "generated":
-                bar.update(gen_t, completed=n, rate=f"{n / minutes:.0f}/min")
-            elif phase == "judged":
-                base[0] = n
-                bar.update(judge_t, completed=n, rate=f"{n / minutes:.0f}/min")
-            elif phase in ("judge:run", "judge:compile"):
-                bar.update(judge_t, completed=base[0] + n, rate=f"{(base[0] + n) / minutes:.0f}/min")
-
+    with eval_progress(total) as progress:
         try:
             summary = run_eval(pol, ts, out, options, harness_settings=harness, progress=progress,
                                settings_record={"policy_spec": policy, "concurrency": concurrency,

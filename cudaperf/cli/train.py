@@ -3,7 +3,6 @@ optional held-out evaluation through cudaperf eval's loop."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Optional
 
@@ -152,7 +151,7 @@ def sft_command(
 def _evaluate(result, ev, run_dir: Path) -> None:
     import json
 
-    from cudaperf.cli.eval import _progress_columns
+    from cudaperf.cli.eval import eval_progress
     from cudaperf.env.evaluator import StoreMismatchError
     from cudaperf.eval.report import print_summary
     from cudaperf.eval.run import RunDirError
@@ -168,22 +167,7 @@ def _evaluate(result, ev, run_dir: Path) -> None:
         console.print("held-out evaluation skipped: no NVIDIA GPU is visible (pass --compile-only to judge static "
                       f"checks and compilation only). Later, on a machine with a GPU: {later}")
         return
-    with _progress_columns() as bar:
-        gen_t = bar.add_task("generate", total=None, rate="")
-        judge_t = bar.add_task("judge", total=None, rate="")
-        t0 = time.monotonic()
-        base = [0]  # answers judged before the current turn
-
-        def progress(phase: str, n: int, tot: int) -> None:
-            minutes = max(1e-9, (time.monotonic() - t0) / 60)
-            if phase == "generated":
-                bar.update(gen_t, completed=n, rate=f"{n / minutes:.0f}/min")
-            elif phase == "judged":
-                base[0] = n
-                bar.update(judge_t, completed=n, rate=f"{n / minutes:.0f}/min")
-            elif phase in ("judge:run", "judge:compile"):
-                bar.update(judge_t, completed=base[0] + n, rate=f"{(base[0] + n) / minutes:.0f}/min")
-
+    with eval_progress(None) as progress:
         try:
             outcome = evaluate_adapter(result.model_dir, result.adapter_dir, run_dir, ev,
                                        train_task_ids=frozenset(result.record.get("task_ids", ())),

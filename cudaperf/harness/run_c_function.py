@@ -303,17 +303,17 @@ def output_bytes(task: CFunctionTask, outputs: CaseOutputs) -> int:
     return int(np.dtype(numpy_dtype(task.returns)).itemsize) if task.returns != "void" else 0
 
 
+def _smallest_fraction(pairs) -> float | None:
+    """min(device-to-host bytes / output bytes) over ``(dtoh_bytes, output_bytes)`` pairs with output bytes."""
+    fracs = [dtoh / need for dtoh, need in pairs if need]
+    return min(fracs) if fracs else None
+
+
 def _device_output_fraction(prepared: PreparedCFunction, stats: _Stats) -> float | None:
     """Over the hidden tests with a valid trace, the smallest (device-to-host bytes / output bytes)."""
-    worst = None
-    for i, exp in enumerate(prepared.expected_tests):
-        rec = stats.case_kernels.get(i)
-        need = output_bytes(prepared.task, exp)
-        if not rec or not rec.get("valid") or need == 0 or "dtoh_bytes" not in rec:
-            continue
-        frac = rec["dtoh_bytes"] / need
-        worst = frac if worst is None else min(worst, frac)
-    return worst
+    recs = [(stats.case_kernels.get(i) or {}, exp) for i, exp in enumerate(prepared.expected_tests)]
+    return _smallest_fraction((r["dtoh_bytes"], output_bytes(prepared.task, exp)) for r, exp in recs
+                              if r.get("valid") and "dtoh_bytes" in r)
 
 
 def _run_failure(run: SandboxRun | None, stats: _Stats, during: str) -> Failure | None:
@@ -397,7 +397,7 @@ def _judge_tests(prepared: PreparedCFunction, w: Path, run: SandboxRun | None,
     if failure is None and probe_ok and kernels_in_tests == 0:
         failure = Failure(FailureKind.NO_GPU_WORK, "outputs were right but no GPU kernel ran in any hidden test: "
                           "the work was done on the host")
-    # the byte rule applies to timed calls (a traced one, at the timing size, see _traced_evidence); a hidden test
+    # the byte rule applies to timed calls (a traced one, at the timing size, see traced_evidence); a hidden test
     # at a small size may be served from the host, and its fraction is only recorded
     return _TestVerdict(tuple(tests), p, failure, evidence, Stage.RAN)
 
@@ -459,21 +459,20 @@ def check_timer(window_ext_ms: list[float], tstats: _Stats, settings: HarnessSet
 
 def traced_evidence(prepared: PreparedCFunction, tstats: _Stats, windows: int,
                     settings: HarnessSettings) -> tuple[float | None, str | None]:
-    """See :meth:`CandidateRun._traced_evidence`."""
+    """The traced call of each window (one of its first timed calls, drawn by the window's secret): a kernel
+    ran, and at least ``outputs_from_device_fraction`` of the output bytes came back from the device. Returns the
+    smallest fraction seen and what is wrong, if anything."""
     if len(tstats.traced) != windows:
         return None, f"the driver traced {len(tstats.traced)} calls in {windows} timing windows"
-    worst = None
     for rec in tstats.traced:
-        c = rec.get("case", -1)
-        if not 0 <= c < len(prepared.expected_timing) or not rec.get("valid"):
+        if not 0 <= rec.get("case", -1) < len(prepared.expected_timing) or not rec.get("valid"):
             return None, "a timed call's trace is missing or malformed"
         if rec.get("kernels", 0) == 0:
             return None, ("no GPU kernel ran in a timed call at the timing size: the outputs were computed on the "
                           "host")
-        need = output_bytes(prepared.task, prepared.expected_timing[c])
-        if need:
-            frac = rec.get("dtoh_bytes", 0) / need
-            worst = frac if worst is None else min(worst, frac)
+    worst = _smallest_fraction((rec.get("dtoh_bytes", 0),
+                                output_bytes(prepared.task, prepared.expected_timing[rec["case"]]))
+                               for rec in tstats.traced)
     need_frac = settings.outputs_from_device_fraction
     if worst is not None and need_frac > 0 and worst < need_frac:
         return round(worst, 4), (
@@ -736,12 +735,13 @@ class CandidateRun:
             return CFunctionOutcome(Stage.CORRECT, False, Failure(FailureKind.CRASH, why), tests, p, None, evidence,
                                     run_s)
         probe_ok = evidence.source == "cupti"
-        frac, problem = self._traced_evidence(tstats) if probe_ok else (None, None)
+        frac, problem = (traced_evidence(prepared, tstats, self.windows_tried, self.settings) if probe_ok
+                         else (None, None))
         evidence = replace(evidence, output_bytes_min_fraction=frac)
         if problem is not None:
             return CFunctionOutcome(Stage.CORRECT, False, Failure(FailureKind.NO_GPU_WORK, problem), tests, p, None,
                                     evidence, run_s)
-        problem, timer_note = self._check_timer(tstats)
+        problem, timer_note = check_timer(self.window_ext_ms, tstats, self.settings)
         evidence = replace(evidence, timer_check=timer_note)
         if problem is None:
             expected, problem = self._expected_timing(tstats)
@@ -782,9 +782,6 @@ class CandidateRun:
         return CFunctionOutcome(Stage.TIMED, True, None, tests, p, timing, evidence, run_s)
 
 
-    def _check_timer(self, tstats: _Stats) -> tuple[str | None, str]:
-        return check_timer(self.window_ext_ms, tstats, self.settings)
-
     def _timing_stats(self, w: Path) -> _Stats:
         """The timing records as the harness read them while the program waited: window i from the record read
         at its ``timing_done``, the kept seeds from ``timing_written``, the profile from ``closed``; errors from
@@ -810,12 +807,6 @@ class CandidateRun:
         return replace(final, times_ms=times, window_reps=reps, window_warm=warm, window_span_ms=span,
                        traced=traced, kept_seeds=written.kept_seeds if written else {},
                        profile=closed.profile if closed else None)
-
-    def _traced_evidence(self, tstats: _Stats) -> tuple[float | None, str | None]:
-        """The traced call of each window (one of its first timed calls, drawn by the window's secret): a kernel
-        ran, and at least ``outputs_from_device_fraction`` of the output bytes came back from the device. Returns
-        the smallest fraction seen and what is wrong, if anything."""
-        return traced_evidence(self.prepared, tstats, self.windows_tried, self.settings)
 
     def _expected_timing(self, tstats: _Stats) -> tuple[list[CaseOutputs], str | None]:
         """What the last timed call on each timing case should have returned: the reference run on the same
