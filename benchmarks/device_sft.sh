@@ -45,7 +45,7 @@ sft() {  # $1 = objective
 }
 evaluate() {  # $1 = run name, $2 = policy
   timeout $(( ${EVAL_MINUTES:-7} * 60 + 60 )) python3 -m cudaperf eval --policy "$2" --tasks "${EVAL_TASKS:-small:20}" \
-    --samples 5 --turns "${EVAL_TURNS:-1}" --batch-size 100 --max-new-tokens 1024 --summarizer template \
+    --samples 5 --turns "${EVAL_TURNS:-1}" --batch-size "${EVAL_BATCH:-100}" --max-new-tokens 1024 --summarizer template \
     --max-minutes "${EVAL_MINUTES:-7}" --out "runs/$1" 2>&1 | tee -a "$OUT/$1.log" | tail -30
   tar czf "$OUT/$1.tgz" -C runs "$1"
 }

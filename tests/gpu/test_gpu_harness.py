@@ -80,8 +80,10 @@ def test_infinite_kernel_times_out_and_next_evaluation_is_unaffected(saxpy, prep
 
 def test_caching_across_calls_is_caught(saxpy, prepared, fixtures_dir):
     r = _run(saxpy, prepared, (fixtures_dir / "saxpy" / "cache_outputs.cu").read_text())
-    assert not r.correct
-    assert r.failure.kind in (FailureKind.WRONG_OUTPUT, FailureKind.TIMING_RECHECK)
+    assert not r.correct and r.speedup is None
+    # the traced call (one of each window's first calls) sees a cache hit copy on the host: no_gpu_work; otherwise a
+    # stale output fails the hidden tests or the re-check of a timed call
+    assert r.failure.kind in (FailureKind.WRONG_OUTPUT, FailureKind.TIMING_RECHECK, FailureKind.NO_GPU_WORK), r.failure
 
 
 def test_side_stream_work_is_synchronized_and_counted(saxpy, prepared, fixtures_dir):

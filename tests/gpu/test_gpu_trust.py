@@ -82,10 +82,13 @@ def test_a_rewritten_clock_gains_nothing(saxpy, prepared, honest):
         assert r.failure.kind in (FailureKind.TIMER_MISMATCH, FailureKind.CRASH), r.failure
 
 
-def test_outputs_cached_by_sampled_inputs_fail_the_recheck_of_timed_calls(saxpy, prepared):
+def test_outputs_cached_by_sampled_inputs_get_no_credit(saxpy, prepared):
+    """Two defences can end it, whichever comes first: the traced call (a cache hit copies on the host, so no kernel
+    wrote the outputs: no_gpu_work), or the re-check of the last timed call on its perturbed inputs (a stale
+    output: wrong_output_during_timing). On the H200 (session 16) the traced call caught it."""
     r = _fixture(saxpy, prepared, "cache_sampled.cu")
-    assert r.status == "scored" and not r.correct
-    assert r.failure.kind == FailureKind.TIMING_RECHECK, r.failure
+    assert r.status == "scored" and not r.correct and r.speedup is None
+    assert r.failure.kind in (FailureKind.TIMING_RECHECK, FailureKind.NO_GPU_WORK), r.failure
 
 
 @pytest.mark.parametrize("name", ["token_kernel_host_loop.cu", "token_kernel_partial_copy.cu",
