@@ -1,5 +1,6 @@
 """cudaperf sft: the supervised warm start (LoRA through TRL's SFTTrainer), plain or with CuSeT's objective, then an
-optional held-out evaluation through cudaperf eval's loop."""
+optional held-out evaluation through cudaperf eval's loop. cudaperf train: multi-turn GRPO through TRL's
+GRPOTrainer (cudaperf.train.grpo), from a TOML config and flags."""
 
 from __future__ import annotations
 
@@ -26,8 +27,148 @@ SFT_HELP = "\n\n".join([
 ])
 
 
+TRAIN_HELP = "\n\n".join([
+    "Online RL: multi-turn GRPO (TRL's GRPOTrainer with cudaperf's own rollout) on training tasks, LoRA or QLoRA.",
+    "Per task, a group of m trajectories (--trajectories, 4) x up to T refinement turns (--turns, 4) is rolled out "
+    "with the model being trained; each turn is one training row (its own prompt: the paper's, earlier turns "
+    "summarized) whose reward is its discounted return s_t + gamma R_(t+1) (--gamma 0.4); advantages are normalized "
+    "over the group's m x T rows (TRL's num_generations = m x T). Trajectories sample at the --temperatures in turn "
+    "(0.2 and 0.7: half each). Rows of a trajectory that stopped early are padding (no reward, out of the loss).",
+    "Rewards (--reward): 'paper' (R_ver + R_str, needs --ranker), 'gated' (R_str only for compiling code, squashed; "
+    "needs --ranker), 'verifiable' (R_ver), 'leap' (LEAP's rank reward within the group). --prune: a task whose "
+    "first turn is trivially solved (all correct above --prune-solved-speedup) or hopeless (none compiles) gets no "
+    "further turns.",
+    "Tasks (--tasks): 'train-easy[:N]' (default train-easy:32, the easiest C-function training tasks), 'train', "
+    "'train:c', 'train:pytorch'; only tasks in the training part of both splits. Without a GPU pass "
+    "--compile-only: answers are only checked and compiled, and one that compiles gets --compile-only-credit.",
+    "--config FILE: a TOML file whose keys mirror the settings: top-level model and out, tables \\[rollout], \\[train] "
+    "(with \\[train.lora]) and \\[eval] (field names as in cudaperf.train.grpo; see benchmarks/configs/ and "
+    "docs/TRAINING.md). Flags given on the command line override the file.",
+    "OUT gets adapter/, checkpoints/ (--resume goes on from the last), rollouts.jsonl (one line per training row: "
+    "the turn's prompt and completion, each reward term, the return, the evaluation, the stop reason), harness/, "
+    "evals/step-N/ (held-out evaluations every --eval-every steps through cudaperf eval's loop, with the current "
+    "adapter), tb/ (TensorBoard, when installed) and grpo_run.json.",
+])
+
+
 def register(app: typer.Typer) -> None:
     app.command("sft", help=SFT_HELP)(sft_command)
+    app.command("train", help=TRAIN_HELP)(train_command)
+
+
+def _flag(name: str, default=None, **kw):
+    """An option whose absence is None (so only flags given override the config file)."""
+    return typer.Option(default, name, **kw)
+
+
+def train_command(
+    config: Optional[Path] = _flag("--config", help="TOML config file (see above); flags override it."),
+    model: Optional[str] = _flag("--model", help="'embedded' (default) or a local transformers model directory."),
+    out: Optional[Path] = _flag("--out", help="Output directory (default runs/grpo)."),
+    tasks: Optional[str] = _flag("--tasks", help="Training tasks: train-easy[:N] (default train-easy:32), train, "
+                                 "train:c, train:pytorch."),
+    reward: Optional[str] = _flag("--reward", help="Reward preset: paper (default), gated, verifiable, leap."),
+    ranker: Optional[Path] = _flag("--ranker", help="Trained ranker directory for R_str (paper, gated)."),
+    trajectories: Optional[int] = _flag("--trajectories", help="m: trajectories per task (default 4)."),
+    turns: Optional[int] = _flag("--turns", help="T: refinement turns per trajectory (default 4)."),
+    gamma: Optional[float] = _flag("--gamma", help="Discount of later turns in a turn's return (default 0.4)."),
+    temperatures: Optional[str] = _flag("--temperatures", help="Comma-separated sampling temperatures, used by the "
+                                        "trajectories in turn (default 0.2,0.7)."),
+    max_new_tokens: Optional[int] = _flag("--max-new-tokens", help="New tokens per answer (default 1536)."),
+    summarizer: Optional[str] = _flag("--summarizer", help="'policy' (the live model summarizes earlier turns; "
+                                      "default) or 'template'."),
+    prune: Optional[bool] = _flag("--prune/--no-prune", help="LEAP-style pruning after the first turn."),
+    prune_solved_speedup: Optional[float] = _flag("--prune-solved-speedup", help="Trivially solved: every first "
+                                                  "answer correct at >= this speedup (default 2.0)."),
+    compile_only_credit: Optional[float] = _flag("--compile-only-credit", help="R_ver of a compiling answer in a "
+                                                 "compile-only run (default 0.0; not compiling is -3)."),
+    prompts_per_step: Optional[int] = _flag("--prompts-per-step", help="Tasks (groups) per optimizer step and "
+                                            "process (default 2)."),
+    micro_batch_rows: Optional[int] = _flag("--micro-batch-rows", help="Rows per forward/backward (default 4)."),
+    max_steps: Optional[int] = _flag("--max-steps", help="Optimizer steps (default 200)."),
+    lr: Optional[float] = _flag("--lr", help="Learning rate (default 1e-5)."),
+    lora_r: Optional[int] = _flag("--lora-r", help="LoRA rank (default 16; alpha 2 x rank unless --lora-alpha)."),
+    lora_alpha: Optional[int] = _flag("--lora-alpha", help="LoRA alpha."),
+    qlora: Optional[bool] = _flag("--qlora/--no-qlora", help="4-bit base (bitsandbytes NF4; needs CUDA)."),
+    init_adapter: Optional[Path] = _flag("--init-adapter", help="Start from this PEFT adapter (e.g. "
+                                         "runs/sft-plain/adapter)."),
+    save_steps: Optional[int] = _flag("--save-steps", help="A checkpoint every N steps (default 10)."),
+    max_minutes: Optional[float] = _flag("--max-minutes", help="Stop after the step that passes this many minutes "
+                                         "(checkpoint and adapter saved; --resume goes on)."),
+    eval_every: Optional[int] = _flag("--eval-every", help="Held-out evaluation every N steps and at the end "
+                                      "(default 0: none)."),
+    eval_tasks: Optional[str] = _flag("--eval-tasks", help="Its task set (cudaperf eval --tasks; default small:8)."),
+    eval_samples: Optional[int] = _flag("--eval-samples", help="Its samples per task (default 2)."),
+    eval_turns: Optional[int] = _flag("--eval-turns", help="Its turns (default 2)."),
+    compile_only: Optional[bool] = _flag("--compile-only/--no-compile-only", help="No GPU: the harness only checks "
+                                         "and compiles (training and evaluations)."),
+    cpu: Optional[bool] = _flag("--cpu/--no-cpu", help="Train on the CPU even when a GPU is visible."),
+    gradient_checkpointing: Optional[bool] = _flag("--gradient-checkpointing/--no-gradient-checkpointing",
+                                                   help="Trade compute for activation memory (default on)."),
+    seed: Optional[int] = _flag("--seed", help="Seed of the few-shot draw, sampling, LoRA init and data order."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in OUT/checkpoints."),
+) -> None:
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # models are local directories: never reach for a hub
+    try:
+        from cudaperf.train.grpo import ConfigError, GRPORunError, load_config, run_grpo, settings_from_mapping
+    except ImportError as exc:
+        _fail(f"cudaperf train needs the training packages ({exc}): pip install -e '.[train]'")
+    try:
+        base = load_config(config) if config is not None else None
+        temps = None
+        if temperatures is not None:
+            try:
+                temps = [float(x) for x in temperatures.split(",") if x.strip()]
+            except ValueError:
+                raise ConfigError(f"--temperatures {temperatures!r}: give numbers separated by commas") from None
+        rollout = {"trajectories": trajectories, "turns": turns, "gamma": gamma, "temperatures": temps,
+                   "max_new_tokens": max_new_tokens, "summarizer": summarizer, "prune": prune,
+                   "prune_solved_speedup": prune_solved_speedup, "compile_only_credit": compile_only_credit,
+                   "reward_preset": reward, "ranker": str(ranker) if ranker else None, "seed": seed}
+        lora = {"r": lora_r, "alpha": lora_alpha if lora_alpha is not None else (2 * lora_r if lora_r else None)}
+        train = {"tasks": tasks, "prompts_per_step": prompts_per_step, "micro_batch_rows": micro_batch_rows,
+                 "max_steps": max_steps, "learning_rate": lr, "qlora": qlora,
+                 "init_adapter": str(init_adapter) if init_adapter else None, "save_steps": save_steps,
+                 "max_minutes": max_minutes, "compile_only": compile_only,
+                 "device": ("cpu" if cpu else "auto") if cpu is not None else None,
+                 "gradient_checkpointing": gradient_checkpointing, "seed": seed}
+        ev = {"every_steps": eval_every, "tasks": eval_tasks, "samples": eval_samples, "turns": eval_turns,
+              "seed": seed}
+
+        def given(d):
+            return {k: v for k, v in d.items() if v is not None}
+
+        overrides: dict = {"rollout": given(rollout), "train": given(train), "eval": given(ev)}
+        if given(lora):
+            overrides["train"]["lora"] = given(lora)
+        if model is not None:
+            overrides["model"] = model
+        if out is not None:
+            overrides["out"] = str(out)
+        settings = settings_from_mapping(overrides, base)
+    except ConfigError as exc:
+        _fail(str(exc))
+    if settings.eval.every_steps:  # a wrong task set fails now, not after the training
+        from cudaperf.eval.tasksets import load_taskset
+        from cudaperf.tasks.schema import TaskError
+
+        try:
+            load_taskset(settings.eval.tasks)
+        except TaskError as exc:
+            _fail(f"--eval-tasks: {exc}")
+    r = settings.rollout
+    console.print(f"[bold]cudaperf train[/]: model {settings.model}, reward {r.reward_preset}, group "
+                  f"{r.trajectories} x {r.turns}, out {settings.out}")
+    try:
+        result = run_grpo(settings, resume=resume, log=console.print)
+    except GRPORunError as exc:
+        _fail(str(exc))
+    console.print(f"trained {result.global_step} steps in {result.wall_s:.0f} s; adapter: {result.adapter_dir}; "
+                  f"rollouts: {result.rollout_log}; record: {result.record_path}")
+    if not settings.eval.every_steps:
+        console.print(f"evaluate: cudaperf eval --policy hf:{result.model_dir}+{result.adapter_dir} --tasks test")
 
 
 def sft_command(

@@ -44,9 +44,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from transformers import TrainerCallback
-
 from cudaperf.env.prompt import PromptSettings, build_messages
+from cudaperf.train.common import TimeBudget as _TimeBudget
+from cudaperf.train.common import TrainRunError, bnb_4bit_config, check_qlora, lora_config, tensorboard_callbacks
+from cudaperf.train.common import finite as _finite
+from cudaperf.train.common import last_checkpoint as _last_checkpoint
+from cudaperf.train.common import resolve_model_dir as _resolve_model_dir
+from cudaperf.train.common import versions as _versions
+from cudaperf.train.common import write_json as _write_json
 from cudaperf.train.cuset import SPANS_COLUMN, CuSeTSettings
 from cudaperf.train.sensitive import SENSITIVE_CLASSES, cuda_sensitive_spans
 
@@ -61,7 +66,7 @@ class TrainingDataError(ValueError):
     """No usable training example, or an example that breaks the training-split rule."""
 
 
-class SFTRunError(ValueError):
+class SFTRunError(TrainRunError):
     """The output directory, the model or the settings do not allow the run (the message says what to change)."""
 
 
@@ -427,17 +432,7 @@ def to_hf_dataset(examples: Sequence[SFTExample], *, with_spans: bool = False,
 def resolve_model_dir(model: str | Path) -> Path:
     """``embedded`` -> the embedded model's transformers directory (converted from its GGUF the first time);
     otherwise a local model directory, checked. Raises :class:`SFTRunError` with what is missing."""
-    from cudaperf.policy.base import PolicyError
-    from cudaperf.policy.hf import check_model_dir
-
-    try:
-        if str(model) == "embedded":
-            from cudaperf.policy.embedded import embedded_model_dir
-
-            return embedded_model_dir()[0]
-        return check_model_dir(model)
-    except PolicyError as exc:
-        raise SFTRunError(str(exc)) from None
+    return _resolve_model_dir(model, SFTRunError)
 
 
 @dataclass(frozen=True)
@@ -452,48 +447,6 @@ class SFTResult:
     """The last logged training loss."""
     wall_s: float
     record: dict[str, Any] = field(default_factory=dict)
-
-
-def _last_checkpoint(ckpt_dir: Path) -> Path | None:
-    found = [p for p in ckpt_dir.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
-    return max(found, key=lambda p: int(p.name.split("-")[-1])) if found else None
-
-
-def _clean(obj: Any) -> Any:
-    """JSON-safe: non-finite floats become None (a NaN loss is recorded as null, not as invalid JSON)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, Mapping):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
-
-
-def _write_json(path: Path, obj: Mapping[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(_clean(obj), indent=2, default=str, allow_nan=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
-def _versions() -> dict[str, str]:
-    import importlib.metadata as md
-
-    out = {}
-    for name in ("cudaperf", "torch", "transformers", "trl", "peft", "datasets", "accelerate", "bitsandbytes"):
-        try:
-            out[name] = md.version(name)
-        except md.PackageNotFoundError:
-            pass
-    return out
-
-
-def _finite(x: Any) -> float | None:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
 
 
 def _mean_logged(history: Sequence[Mapping[str, Any]], key: str) -> float | None:
@@ -526,13 +479,7 @@ def run_sft(model: str | Path, out_dir: str | Path, data: SFTDataSettings = SFTD
 
     use_cuda = train.device == "auto" and torch.cuda.is_available()
     if train.qlora:
-        import importlib.util
-
-        if not use_cuda:
-            raise SFTRunError("--qlora needs a CUDA GPU (bitsandbytes 4-bit); none is visible: drop --qlora for "
-                              "LoRA on the full-precision model")
-        if importlib.util.find_spec("bitsandbytes") is None:
-            raise SFTRunError("--qlora needs bitsandbytes: pip install bitsandbytes (or drop --qlora)")
+        check_qlora(use_cuda, SFTRunError)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -570,10 +517,7 @@ def run_sft(model: str | Path, out_dir: str | Path, data: SFTDataSettings = SFTD
     quant = None
     load_kwargs: dict[str, Any] = {"dtype": torch.bfloat16 if bf16 else torch.float32}
     if train.qlora:
-        from transformers import BitsAndBytesConfig
-
-        quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                                   bnb_4bit_compute_dtype=torch.bfloat16 if bf16 else torch.float16)
+        quant = bnb_4bit_config(bf16)
         load_kwargs.update(quantization_config=quant, device_map={"": torch.cuda.current_device()})
     try:
         lm = AutoModelForCausalLM.from_pretrained(model_dir, **load_kwargs)
@@ -622,50 +566,13 @@ def run_sft(model: str | Path, out_dir: str | Path, data: SFTDataSettings = SFTD
                      wall_s=record["wall_s"], record=record)
 
 
-class _TimeBudget(TrainerCallback):
-    """Ends training (saving a checkpoint) after the optimizer step that passes ``minutes`` of training."""
-
-    def __init__(self, minutes: float | None) -> None:
-        self.minutes = minutes
-        self.stopped = False
-        self._t0 = time.monotonic()
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self._t0 = time.monotonic()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.minutes is not None and time.monotonic() - self._t0 > 60 * self.minutes:
-            self.stopped = True
-            control.should_training_stop = True
-            control.should_save = True
-        return control
-
-
 def _make_trainer(lm: Any, tokenizer: Any, exs: ExampleSet, train: SFTTrainSettings, out: Path, *, bf16: bool,
                   use_cuda: bool, log: Callable[[str], None]):
-    from peft import LoraConfig
     from trl import SFTConfig, SFTTrainer
 
-    callbacks = []
-    try:
-        from transformers.integrations import TensorBoardCallback, is_tensorboard_available
-    except ImportError:  # pragma: no cover
-        is_tensorboard_available = lambda: False  # noqa: E731
-    if is_tensorboard_available():
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-
-            callbacks.append(TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(out / "tb"))))
-        except Exception as exc:  # a broken tensorboard install must not stop the training
-            log(f"TensorBoard logs off: {type(exc).__name__}: {exc}")
-    else:
-        log("tensorboard is not installed: no TensorBoard logs (pip install tensorboard); the losses are in "
-            f"{out / RECORD} and the checkpoints' trainer_state.json")
-    targets: Any = train.lora.target_modules
-    if targets != "all-linear":
-        targets = [t.strip() for t in targets.split(",") if t.strip()]
-    peft_config = LoraConfig(r=train.lora.r, lora_alpha=train.lora.alpha, lora_dropout=train.lora.dropout,
-                             target_modules=targets, task_type="CAUSAL_LM")
+    callbacks = tensorboard_callbacks(out / "tb", log, f"the losses are in {out / RECORD} and the checkpoints' "
+                                      "trainer_state.json")
+    peft_config = lora_config(train.lora.r, train.lora.alpha, train.lora.dropout, train.lora.target_modules)
     args = SFTConfig(
         output_dir=str(out / "checkpoints"), num_train_epochs=train.epochs, max_steps=train.max_steps,
         learning_rate=train.learning_rate, per_device_train_batch_size=train.batch_size,
