@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,30 @@ def test_task_sets(tmp_path):
         load_taskset("nonesuch")
     with pytest.raises(TaskError, match="not in --tasks"):
         select(small, task_ids=["nope"])
+
+
+class _SlowReplay(ReplayPolicy):
+    """The replay policy taking real time per generate call, as a model does."""
+
+    def generate(self, requests, params):
+        time.sleep(0.5)
+        return super().generate(requests, params)
+
+
+def test_max_minutes_starts_no_generation_chunk_past_the_deadline_and_a_rerun_asks_the_rest(tmp_path):
+    from cudaperf.eval.run import BUDGET_ERROR, CachingPolicy
+    from cudaperf.policy.base import Request, SamplingParams
+
+    comp = _completions(tmp_path / "c.jsonl", 3, 1)
+    reqs = [Request(messages=({"role": "user", "content": "x"},), task_id="saxpy", sample=s) for s in range(3)]
+    cached = CachingPolicy(_SlowReplay(comp), tmp_path / "g.jsonl", chunk=1)
+    gens = cached.generate(reqs, SamplingParams(), deadline=time.monotonic() + 0.25)
+    assert gens[0].error is None and [g.error for g in gens[1:]] == [BUDGET_ERROR, BUDGET_ERROR]
+    assert len(_lines(tmp_path / "g.jsonl")) == 1  # the unasked are not recorded
+
+    ts = select(load_taskset("builtin"), task_ids=TASK_IDS)
+    opts = EvalOptions(samples=3, turns=1, compile_only=True, summarizer="template", fewshot=False, chunk=2)
+    none = run_eval(ReplayPolicy(comp), ts, tmp_path / "run", replace(opts, max_minutes=0.0))
+    assert (none.n_turns_new, none.n_generated) == (0, 0) and none.stops == {"budget": 6}
+    rest = run_eval(ReplayPolicy(comp), ts, tmp_path / "run", opts)
+    assert rest.n_turns_new == 6 and rest.n_generated == 6

@@ -84,8 +84,10 @@ def eval_command(
     ranker: Optional[Path] = typer.Option(None, help="A trained ranker directory (cudaperf ranker train) for R_str."),
     target_speedup: Optional[float] = typer.Option(None, "--target-speedup", help="A correct answer this fast ends "
                                                    "its trajectory early ('solved')."),
-    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop after the turn that passes this "
-                                                "(stop reason 'budget')."),
+    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Wall-clock budget: no generation chunk "
+                                                "(--batch-size answers) starts after it; what was generated is judged "
+                                                "and the run stops (stop reason 'budget'); the same command resumes "
+                                                "the answers not asked."),
     timing_budget_ms: float = typer.Option(500.0, "--timing-budget-ms", help="Timing per correct candidate "
                                            "(adaptive repetitions stop past it or once cv < 2 %)."),
     max_reps: int = typer.Option(30, "--max-reps", help="Timed calls per correct candidate at most (at least 5, the "

@@ -75,6 +75,10 @@ class JsonlAppender:
         append_line(self.path, json.dumps(row, allow_nan=False, default=str) + "\n", self._lock)
 
 
+BUDGET_ERROR = "not asked: --max-minutes ran out before its chunk"
+"""The error of an answer :class:`CachingPolicy` did not ask for because the deadline had passed."""
+
+
 class CachingPolicy:
     """A policy whose answers are recorded by request key: a recorded answer is returned without asking again.
 
@@ -100,11 +104,19 @@ class CachingPolicy:
     def count_tokens(self, messages: Sequence[Message]) -> int:
         return self.inner.count_tokens(messages)
 
-    def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[Generation]:
+    def generate(self, requests: Sequence[Request], params: SamplingParams, *,
+                 deadline: float | None = None) -> list[Generation]:
+        """Answers for ``requests``, recorded ones first. ``deadline`` (a ``time.monotonic()`` value): no chunk is
+        started after it; the requests left get a :data:`BUDGET_ERROR` generation, which is not recorded (a resumed
+        run asks them)."""
         todo = [r for r in requests if r.key not in self.cache]
         failed: dict[str, Generation] = {}
         for i in range(0, len(todo), self.chunk):
             part = todo[i:i + self.chunk]
+            if deadline is not None and time.monotonic() > deadline:
+                for r in todo[i:]:
+                    failed[r.key] = Generation(text="", finish_reason="error", error=BUDGET_ERROR)
+                break
             t0 = time.monotonic()
             gens = self.inner.generate(part, params)
             self.ask_wall_s += time.monotonic() - t0
@@ -239,6 +251,7 @@ def run_eval(policy: Policy, ts: TaskSet, run_dir: str | Path, options: EvalOpti
     obs = {id(e): e.reset() for e in envs}
     n_new = 0
     n_answers = 0
+    deadline = t_start + 60 * o.max_minutes if o.max_minutes is not None else None
     stops: dict[str, int] = {}
     for turn in range(o.turns):
         active = [e for e in envs if not e.done]
@@ -247,12 +260,20 @@ def run_eval(policy: Policy, ts: TaskSet, run_dir: str | Path, options: EvalOpti
         if progress:
             progress("turn", turn, o.turns)
         reqs = [obs[id(e)].request for e in active]
-        gens = cached.generate(reqs, o.sampling)
+        gens = cached.generate(reqs, o.sampling, deadline=deadline)
+        asked = [g.error != BUDGET_ERROR for g in gens]
+        if not all(asked):  # the budget ran out inside the turn: those trajectories end unrecorded (resumable)
+            for e, a in zip(active, asked):
+                if not a:
+                    e.done, e.stop = True, "budget"
+            active = [e for e, a in zip(active, asked) if a]
+            gens = [g for g, a in zip(gens, asked) if a]
+            reqs = [r for r, a in zip(reqs, asked) if a]
         n_answers += len(reqs)
         if progress:
             progress("generated", n_answers, -1)
-        over = o.max_minutes is not None and (time.monotonic() - t_start) / 60 > o.max_minutes
-        results = step_batch(active, gens)
+        over = deadline is not None and time.monotonic() > deadline
+        results = step_batch(active, gens) if active else []
         if progress:
             progress("judged", n_answers, -1)
         for e, r in zip(active, results):
