@@ -255,3 +255,21 @@ def test_profile_tier_without_ncu_or_gpu_is_a_clear_error(labelled):
     labelled.save()
     r = CliRunner().invoke(app, ["dataset", "features", "--tier", "profile", "-d", str(labelled.root)])
     assert r.exit_code != 0 and ("ncu" in r.output or "GPU" in r.output)
+
+
+def test_the_shipped_ranker_matches_the_shipped_dataset_and_ranks_held_out_tasks():
+    """cudaperf/data/ranker is the default R_str; it must be the one trained on this dataset's task-split training
+    part (rebuild it with `cudaperf ranker train --out cudaperf/data/ranker` when the dataset changes)."""
+    from cudaperf.dataset.store import default_dataset_dir
+    from cudaperf.ranker import builtin_ranker_dir
+    from cudaperf.ranker.train import feature_table, split_items
+
+    ds = Dataset.load(default_dataset_dir())
+    ranker = Ranker.load(builtin_ranker_dir())
+    assert ranker.meta["dataset_version"] == ds.version(), "the shipped ranker is stale: retrain it"
+    assert (ranker.meta["split"], ranker.meta["tier"]) == ("task", "paper")
+    held_out = split_items(ds, "task", "test")
+    feats = feature_table(ds, [i.candidate_id for i in held_out], "paper")
+    scores = {i.candidate_id: float(s) for i, s in zip(held_out, ranker.score_many([feats[i.candidate_id]
+                                                                                    for i in held_out]))}
+    assert metrics(held_out, scores)["pairwise_accuracy"] > 0.8

@@ -80,8 +80,10 @@ def eval_command(
     fewshot: bool = typer.Option(True, "--fewshot/--no-fewshot", help="The paper's 5 examples from the training "
                                  "split."),
     reward: str = typer.Option("verifiable", help="Reward preset recorded per turn: verifiable | paper | gated "
-                               "(paper and gated need --ranker)."),
-    ranker: Optional[Path] = typer.Option(None, help="A trained ranker directory (cudaperf ranker train) for R_str."),
+                               "(paper and gated score R_str with --ranker)."),
+    ranker: Optional[Path] = typer.Option(None, help="A trained ranker directory (cudaperf ranker train) for R_str; "
+                                          "default: the one shipped in the package (trained on the task split's "
+                                          "training part)."),
     target_speedup: Optional[float] = typer.Option(None, "--target-speedup", help="A correct answer this fast ends "
                                                    "its trajectory early ('solved')."),
     max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Wall-clock budget: no generation chunk "
@@ -110,6 +112,13 @@ def eval_command(
                     task_ids=[t.strip() for t in task_ids.split(",") if t.strip()] if task_ids else None)
     except TaskError as exc:
         _fail(str(exc))
+    if reward != "verifiable" and ranker is None:
+        from cudaperf.ranker import builtin_ranker_dir
+
+        try:
+            ranker = builtin_ranker_dir()
+        except FileNotFoundError as exc:
+            _fail(str(exc))
     try:
         sampling = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
         options = EvalOptions(samples=samples, turns=turns, sampling=sampling, seed=seed, compile_only=compile_only,
@@ -118,8 +127,6 @@ def eval_command(
                               max_minutes=max_minutes, chunk=max(batch_size, concurrency))
     except ValueError as exc:
         _fail(str(exc))
-    if reward != "verifiable" and ranker is None:
-        _fail(f"--reward {reward} needs --ranker DIR (train one with `cudaperf ranker train`)")
     from cudaperf.policy.spec import load_policy
 
     console.print(f"[bold]cudaperf eval[/]: {len(ts.tasks)} tasks ({ts.benchmark}) x {samples} samples x up to "
