@@ -286,3 +286,14 @@ def test_the_whole_candidate_run_reads_its_records_while_the_program_waits(saxpy
     # the samples are the real ones (a saxpy call at the timing size on the CPU takes far more than 1 us)
     assert out.candidate_timing.median_ms > 0.01
     assert out.gpu_evidence.timer_check.startswith("span/clock ")
+
+
+def test_pytorch_samples_below_the_profiled_calls_gpu_time_are_a_timer_mismatch():
+    from cudaperf.harness.run_pytorch import timing_floor_failure
+
+    s = HarnessSettings()
+    assert timing_floor_failure([0.001] * 9, 80.0, s) is not None  # 1 us calls of an 80 us kernel: forged
+    assert timing_floor_failure([0.085, 0.09, 0.2], 80.0, s) is None  # honest: the call holds its kernel
+    assert timing_floor_failure([0.036], 80.0, s) is None  # within the margin (boost clocks, a warm cache)
+    assert timing_floor_failure([0.001], None, s) is None and timing_floor_failure([], 80.0, s) is None
+    assert timing_floor_failure([0.001], 4.0, s) is None  # under the absolute margin: too small to judge

@@ -269,3 +269,18 @@ def test_a_missing_nvcc_makes_the_result_unscored_not_a_crash(monkeypatch, tmp_p
     r = evaluate(task, code)
     # whichever tool the build looks up first (nvcc, or nm when nvcc's path is known already) is not found
     assert r.status == "unscored" and r.failure.attributed_to == "harness" and "not found" in r.failure.message
+
+
+def test_a_library_that_reaches_the_runners_python_is_rejected_by_its_symbols():
+    """tests/fixtures/trust/fast_python_patch.cu would replace torch.cuda.Event.elapsed_time from inside the runner
+    through the Python C API; its undefined references give it away. The honest unit of the same shape builds."""
+    hostile = (Path(__file__).parent / "fixtures" / "trust" / "fast_python_patch.cu").read_text()
+    b = build_fast_candidate(hostile)
+    assert b.stage == "symbols", b.info.log
+    assert any("PyRun_SimpleString" in r for r in b.reasons) and any("PyGILState_Ensure" in r for r in b.reasons)
+    honest = hostile.split("static int patched = 0;")[0].split("extern \"C\" __attribute__((weak)) void "
+                                                               "PyGILState_Release(int);")[1]
+    honest += ('extern "C" int kernel_forward(const TensorArg* in, int n_in, TensorArg* out, int n_out, '
+               'cudaStream_t stream) {\n  long long n = in[0].numel;\n  relu_kernel<<<(unsigned)((n + 255) / 256), '
+               '256, 0, stream>>>((const float*)in[0].data, (float*)out[0].data, n);\n  return 0;\n}\n')
+    assert build_fast_candidate(honest).stage == "ok"

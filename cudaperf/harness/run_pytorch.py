@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import sys
 import time
 from contextlib import AbstractContextManager, nullcontext
@@ -182,7 +183,11 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
             try:
                 first = ctl.read_line(timeout_s=tests_limit)  # torch imported, a CUDA device seen
                 state["gpu_ok"] = first == "gpu_ok"
-                ok = state["gpu_ok"] and ctl.read_line(timeout_s=tests_limit) == "ready"  # the context, the library
+                probe = ctl.read_line(timeout_s=tests_limit) if state["gpu_ok"] else None  # before candidate code
+                state["probe_ok"] = probe == "probe 1"
+                state["probe"] = probe
+                ok = (state["gpu_ok"] and probe is not None and probe.startswith("probe ")
+                      and ctl.read_line(timeout_s=tests_limit) == "ready")  # the context, the library
             finally:
                 if gpu_lock is not None:
                     phases["startup_paused_s"] = HOST.unregister(ctl.pid)
@@ -213,13 +218,18 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
                     done = ctl.read_line(timeout_s=settings.timing_timeout_s) if ok else None
                     mark("timing_s")
                 state["timed"] = done == "timing_done"
+                if state["timed"]:  # read while the runner waits: nothing of the candidate's runs in between
+                    state["samples"] = _read_json(w / "timing.json", {}).get("samples_ms") or []
                 if done is None and not ctl.eof:
                     ctl.kill()
                     state["timing_timeout"] = True
                     return
-                if ctl.send("stop"):
-                    ctl.read_line(timeout_s=settings.timing_timeout_s)  # "stopped": the GPU is free again
+                stopped = ctl.read_line(timeout_s=settings.timing_timeout_s) if ctl.send("stop") else None
                 mark("profile_s")
+            if stopped == "stopped":  # the GPU is free again; the runner waits until this returns
+                state["recheck"] = _recheck_timed(prepared, w)
+                state["evidence"] = _read_json(w / "evidence.json", {})
+                mark("recheck_s")
 
         limits = output_limits(prepared, SandboxLimits(wall_s=tests_limit + settings.timing_timeout_s + 60,
                                                        max_processes=4096))
@@ -254,19 +264,25 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
             return PyTorchOutcome(Stage.CORRECT, False, Failure(FailureKind.TIMEOUT if state.get("timing_timeout")
                                                                 else FailureKind.CRASH, why), passed, n, None, None,
                                   run_s)
-        samples = _read_json(w / "timing.json", {}).get("samples_ms") or []
-        recheck = _recheck_timed(prepared, w)
-        mark("recheck_s")
-        evidence = _read_json(w / "evidence.json", {})
+        samples = state.get("samples") or []
+        if "evidence" not in state:  # the runner ended (or hung) after its timing, before its records
+            return PyTorchOutcome(Stage.CORRECT, False, Failure(
+                FailureKind.CRASH, f"the runner did not finish its re-checked and profiled calls: {run.describe()}"
+                + (f": {tail}" if tail else "")), passed, n, None, None, run_s)
+        recheck, evidence = state["recheck"], state["evidence"]
     kernels = tuple(evidence.get("kernels") or ()) if evidence.get("kernels") is not None else None
     if recheck is not None:
         return PyTorchOutcome(Stage.CORRECT, False, Failure(FailureKind.TIMING_RECHECK, recheck), passed, n, None,
                               kernels, run_s)
     own = set(_KERNEL.findall(code))  # in a ModelNew module the CUDA source sits in Python strings
     if kernels is None:
-        return PyTorchOutcome(Stage.CORRECT, False, Failure(
-            FailureKind.HARNESS, f"cannot verify GPU work: the profiled call failed ({evidence.get('error')})",
-            "harness"), passed, n, None, None, run_s)
+        if not state.get("probe_ok"):  # the profiler failed on a trusted op before any candidate code
+            return PyTorchOutcome(Stage.CORRECT, False, Failure(
+                FailureKind.HARNESS, f"cannot verify GPU work: the profiler does not work here ({state.get('probe')}; "
+                f"the profiled call: {evidence.get('error')})", "harness"), passed, n, None, None, run_s)
+        return PyTorchOutcome(Stage.CORRECT, False, Failure(  # it worked before the candidate's code was loaded
+            FailureKind.NO_GPU_WORK, f"the profiled call of the candidate failed ({evidence.get('error')}), so its GPU "
+            "work cannot be shown"), passed, n, None, None, run_s)
     if not any(re.match(rf"(?:void )?{re.escape(k)}\b", name) for k in own for name in kernels):
         return PyTorchOutcome(Stage.CORRECT, False, Failure(
             FailureKind.NO_GPU_WORK, f"none of the candidate's kernels ({', '.join(sorted(own))}) ran in a profiled "
@@ -274,7 +290,26 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
     if not samples:
         return PyTorchOutcome(Stage.CORRECT, False, Failure(FailureKind.CRASH, "timing produced no samples"), passed,
                               n, None, kernels, run_s)
+    floor = timing_floor_failure(samples[::n], evidence.get("device_us"), settings)  # trial 0's calls: the
+    # window rotates over the trials from trial 0, and the profiled call ran on trial 0's inputs
+    if floor is not None:
+        return PyTorchOutcome(Stage.CORRECT, False, Failure(FailureKind.TIMER_MISMATCH, floor), passed, n, None,
+                              kernels, run_s)
     return PyTorchOutcome(Stage.TIMED, True, None, passed, n, TimingStats.from_samples_ms(samples), kernels, run_s)
+
+
+def timing_floor_failure(samples_ms, device_us, settings: HarnessSettings) -> str | None:
+    """Trial 0's timed calls' CUDA-event samples against the GPU time of the profiled call's kernels and copies (the
+    same call on the same inputs): a median below ``timing_floor_fraction`` of it (less ``timing_floor_abs_us``) means samples
+    written or a clock changed inside the candidate's process. None when they agree or there is no figure."""
+    if not samples_ms or not isinstance(device_us, (int, float)) or device_us <= 0:
+        return None
+    med_us = 1000.0 * statistics.median(samples_ms)
+    floor_us = settings.timing_floor_fraction * device_us - settings.timing_floor_abs_us
+    if med_us < floor_us:
+        return (f"the timed calls' median ({med_us:.1f} us) is under {settings.timing_floor_fraction:g} of the GPU "
+                f"time its profiled call's kernels took ({device_us:.1f} us): the timing was not the candidate's work")
+    return None
 
 
 def _read_json(path: Path, default):

@@ -78,6 +78,12 @@ class HarnessSettings:
     sent to ``timing_done`` received) and gives no credit when the driver's in-process span is shorter than that
     by more than ``timer_check_rel`` of it plus ``timer_check_abs_ms`` (a clock forged inside the candidate's
     process), or when the timed calls add up to more than the span."""
+    timing_floor_fraction: float = 0.5
+    timing_floor_abs_us: float = 5.0
+    """The PyTorch runner's check of its CUDA-event samples (written inside the candidate's process, where Python or
+    a library's code can reach the clock): the median timed call on trial 0's inputs must take at least
+    ``timing_floor_fraction`` of the GPU time the profiled call on the same inputs spent in kernels and copies,
+    less ``timing_floor_abs_us``; otherwise ``timer_mismatch``."""
     outputs_from_device_fraction: float = 0.5
     """Evidence that the GPU produced a C function's outputs: in each timing window one timed call, drawn at random
     among the first ``min_reps`` and traced (CUPTI) instead of timed, must run a kernel and copy at least this

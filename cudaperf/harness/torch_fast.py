@@ -132,19 +132,23 @@ class FastModule:
 
 
 _LIBRARY_SYMBOL = re.compile(r"^(?:cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|cutensor|nccl|nvrtc|cuLink"
-                             r"|cuModule|cuLaunch|_ZN2at|_ZN5torch|_ZN3c10\d)")
+                             r"|cuModule|cuLaunch|_ZN2at|_ZN5torch|_ZN3c10\d|_?Py[A-Z_]|_?Py$)")
+"""Undefined references a fast-path library may not hold: vendor libraries, ATen/torch/c10, the driver's module
+loader, and the Python C API (``PyRun_SimpleString`` and the like would run Python in the runner's interpreter,
+where the timing's CUDA events and the profiler live)."""
 
 
 def library_references(nm_undefined: str) -> list[str]:
     """Reasons to reject a fast-path object (``nm -u`` output) that refers to vendor compute libraries, PyTorch
-    (ATen, torch) or the driver API's module loader: in the runner's process those are loaded and would do the
-    work, however they are declared (a weak ``extern "C"`` declaration links without the library)."""
+    (ATen, torch), the driver API's module loader or the Python C API: in the runner's process those are loaded and
+    would do the work or reach the runner, however they are declared (a weak ``extern "C"`` declaration links
+    without the library)."""
     reasons = []
     for line in nm_undefined.splitlines():
         sym = line.split()[-1] if line.split() else ""
         if _LIBRARY_SYMBOL.match(sym):
-            reasons.append(f"refers to {sym}: vendor libraries, PyTorch and the driver's module loader are off "
-                           "limits (the candidate's own kernels must do the work)")
+            reasons.append(f"refers to {sym}: vendor libraries, PyTorch, the Python C API and the driver's module "
+                           "loader are off limits (the candidate's own kernels must do the work)")
     return list(dict.fromkeys(reasons))
 
 

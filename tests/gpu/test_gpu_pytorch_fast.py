@@ -147,3 +147,44 @@ def test_every_family_variant_is_correct_through_the_dataset_measurement(tmp_pat
     assert not bad, bad
     assert all(m["speedup"] and m["speedup"] > 0 and m["baseline_median_ms"] > 0 for m in rows.values())
     assert len({round(m["speedup"], 2) for m in rows.values()}) > len(rows) // 2  # variants differ in speed
+
+
+ADV = Path(__file__).parent.parent / "fixtures" / "adversarial"
+
+
+def test_records_rewritten_at_the_runners_exit_are_never_read(relu_prepared):
+    """fast_forged_timing.cu (a static destructor) and modelnew_forged_timing.py (an atexit handler) rewrite
+    timing.json with 1 us samples when the runner exits: the harness read the samples at ``timing_done``, while the
+    runner waited, so each is timed as the honest ReLU it is. (The fast one is built directly: the static checks
+    before the build may stop it earlier; this is the run-time defence behind them.)"""
+    from cudaperf.harness.run_pytorch import run_pytorch_candidate, run_pytorch_fast, sandbox_python
+    from cudaperf.harness.settings import HarnessSettings
+    from cudaperf.harness.torch_fast import build_fast_candidate
+
+    _, why = sandbox_python()
+    if why:
+        pytest.skip(why)
+    settings = HarnessSettings(budget_ms=300, test_timeout_s=60)
+    honest = _run(relu_prepared, "relu.cu")
+    code = (ADV / "fast_forged_timing.cu").read_text()
+    b = build_fast_candidate(code)
+    assert b.stage == "ok", b.info.log
+    fast = run_pytorch_fast(relu_prepared, code, b, settings)
+    assert fast.correct, fast.failure
+    assert fast.timing.median_ms > 0.5 * honest.timing.median_ms, (fast.timing.median_ms, honest.timing.median_ms)
+    modelnew = run_pytorch_candidate(relu_prepared, (ADV / "modelnew_forged_timing.py").read_text(), settings)
+    if modelnew.correct:
+        assert modelnew.timing.median_ms > 0.5 * honest.timing.median_ms
+    else:
+        assert modelnew.failure.kind.value in ("static_check", "timer_mismatch"), modelnew.failure
+
+
+def test_samples_under_the_profiled_calls_gpu_time_get_no_credit(relu_prepared):
+    """The floor check on the same records: an honest run passes it; forged 1 us samples against the profiled
+    call's GPU time do not."""
+    from cudaperf.harness.run_pytorch import timing_floor_failure
+    from cudaperf.harness.settings import HarnessSettings
+
+    honest = _run(relu_prepared, "relu.cu")
+    assert honest.correct, honest.failure  # the floor check ran on its own samples and passed
+    assert timing_floor_failure([0.001] * 5, 1000.0 * honest.timing.median_ms, HarnessSettings()) is not None
