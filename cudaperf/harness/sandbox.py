@@ -78,6 +78,15 @@ Not covered
     or do host work on all but the traced call; a copy of garbage of the outputs' size from the device meets the
     byte rule (the call's kernel and GPU shares are recorded, not ruled on); inputs whose distributions are
     structured (permutations, offsets, sorted, aranges, constants) are not perturbed;
+  * the PyTorch runner also shares its process (and, for ``ModelNew``, its interpreter) with the candidate. What
+    stands: the static checks, the fast path's symbol check (no vendor library, ATen, module loader or Python C
+    API), records read while the runner waits (trial outputs at ``tests_done``, samples at ``timing_done``, the
+    re-checked outputs and the profile at ``stopped``), a profiler probe on a trusted op before candidate code
+    (after it, a failed profiled call is the candidate's), and the floor check (trial 0's samples against the GPU
+    time of the profiled call on the same inputs). What does not: the samples are CUDA events recorded in that
+    process, so Python reachable from the candidate can shift them down to half the profiled call's GPU time, and
+    a candidate that breaks the profiler itself as well can go lower; the harness keeps no clock of its own on
+    each PyTorch call;
   * side channels, kernel exploits (the seccomp profiles are deny-lists: the calls they allow are the kernel's
     attack surface), the GPU driver's own ioctls, and reading what the private root binds (system files, the
     Python installation and its site-packages, the CUDA toolkit, ``/sys``);
