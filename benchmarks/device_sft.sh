@@ -18,6 +18,8 @@
 #                samples x EVAL_TURNS (default 1) turns into runs/eval-base (EVAL_MINUTES, default 7; resumable)
 #   eval-plain   the same with the plain adapter (hf:MODEL+runs/sft-plain/adapter) into runs/eval-sft-plain
 #   eval-cuset   the same with the CuSeT adapter into runs/eval-sft-cuset
+#   genprobe     benchmarks/generation_probe.py on the base model: seconds per batch of 16, 64, 128 answers
+#                (GENPROBE_SIZES) of EVAL_TASKS' prompts, to size EVAL_BATCH so that a chunk ends inside EVAL_MINUTES
 # Each sft step copies its run record and TensorBoard logs to OUT; each eval step its metrics and report.
 set -u
 : "${OUT:?set OUT to the output folder}"
@@ -45,7 +47,7 @@ sft() {  # $1 = objective
 }
 evaluate() {  # $1 = run name, $2 = policy
   timeout $(( ${EVAL_MINUTES:-7} * 60 + 60 )) python3 -m cudaperf eval --policy "$2" --tasks "${EVAL_TASKS:-small:20}" \
-    --samples 5 --turns "${EVAL_TURNS:-1}" --batch-size "${EVAL_BATCH:-100}" --max-new-tokens 1024 --summarizer template \
+    --samples 5 --turns "${EVAL_TURNS:-1}" --batch-size "${EVAL_BATCH:-64}" --max-new-tokens 1024 --summarizer template \
     --max-minutes "${EVAL_MINUTES:-7}" --out "runs/$1" 2>&1 | tee -a "$OUT/$1.log" | tail -30
   tar czf "$OUT/$1.tgz" -C runs "$1"
 }
@@ -62,6 +64,8 @@ for step in "$@"; do
     eval-base) join_gguf; evaluate eval-base "hf:$MODEL_DIR" ;;
     eval-plain) join_gguf; evaluate eval-sft-plain "hf:$MODEL_DIR+runs/sft-plain/adapter" ;;
     eval-cuset) join_gguf; evaluate eval-sft-cuset "hf:$MODEL_DIR+runs/sft-cuset/adapter" ;;
+    genprobe) join_gguf; timeout "${GENPROBE_LIMIT:-400}" python3 benchmarks/generation_probe.py --model "$MODEL_DIR" \
+        --tasks "${EVAL_TASKS:-small:20}" --sizes "${GENPROBE_SIZES:-16,64,128}" --out "$OUT/genprobe.jsonl" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done
