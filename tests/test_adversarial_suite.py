@@ -52,7 +52,7 @@ def test_the_manifest_covers_every_kind_with_at_least_40_candidates():
         assert bool(e.get("reason")) == (e["decided"] in ("static", "compile")), e["file"]
         # a candidate with no failure is credited: that is a gap unless it is timed as the honest work it does
         # (side-stream work is waited for; the rewritten libc clock does not reach the driver's clock)
-        honest = ("saxpy/side_stream.cu", "torch_fast/relu_side_stream.cu", "trust/clock_rewrite.cu")
+        honest = ("saxpy/side_stream.cu", "torch_fast/relu_side_stream.cu", "adversarial/saxpy_clock_rewrite_runtime.cu")
         if exp["failure"] is None and e["file"] not in honest:
             assert e.get("gap"), e["file"]
 
@@ -115,7 +115,8 @@ def test_a_fast_path_library_rewrites_the_runners_files_when_the_process_exits(t
 
 @pytest.mark.skipif(HAVE_GPU, reason="without a GPU only")
 def test_programs_that_never_touch_cuda_run_to_their_verdict_here():
-    """The host-only c_program gets no credit; the one that forges the CUPTI probe's file gets it (a gap)."""
+    """The host-only c_program gets no credit; the one that forges the CUPTI probe's file (its file call found at
+    run time, which no source check resolves) gets it (a gap)."""
     assert CPU_RUNS
     runs = suite.evaluate_cpu_runs(ENTRIES)
     for name in CPU_RUNS:

@@ -503,3 +503,116 @@ def compare_printout(expected: str, got: str | None, tol: Tolerance) -> Printout
             for n, (a, b) in enumerate(zip(_flat(ea), _flat(ga))):
                 chk.leaf(a, b, k, n)
     return chk.result("")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Hidden tests: the visible tests' statements with other sizes and fresh values
+
+_ARRAY_INIT = re.compile(r"((?:const\s+)?(?:unsigned\s+|signed\s+)?\w+)\s+(\w+)\s*\[\s*(\d*)\s*\]\s*=\s*\{([^{}]*)\};")
+_ARRAY_DECL = re.compile(r"((?:const\s+)?(?:unsigned\s+|signed\s+)?\w+)\s+(\w+)\s*\[\s*(\d+)\s*\];")
+_SCALAR = re.compile(r"((?:const\s+)?(?:unsigned\s+|signed\s+)?\w+)\s+(\w+)\s*=\s*([-+]?[\w.]+);")
+_WRAPPER_CALL = re.compile(r"wrapper\s*\(\s*(\w+)\s*,(.*)\)\s*;")
+_INT_TYPES = ("int", "long", "short", "size_t", "unsigned", "int64_t", "int32_t", "uint32_t", "uint64_t")
+_FLOAT_TYPES = ("float", "double")
+HIDDEN_MAX_ELEMENTS = 1 << 15
+"""The largest array a hidden test declares (arrays are ``static``: off the stack)."""
+
+
+@dataclass(frozen=True)
+class HiddenCall:
+    """One hidden test: the same statements for the C reference and the CUDA program, and how it was made."""
+
+    call_c: str
+    call_cuda: str
+    how: str
+
+
+def _parse_test(call: str) -> tuple[list[tuple[str, ...]], str, list[str]] | None:
+    """A visible test's statements as (kind, ...) items and the wrapper call's function and arguments, or None when
+    a statement is of a form this generator does not rewrite (kept visible-only)."""
+    items: list[tuple[str, ...]] = []
+    fn, args = "", []
+    for raw in call.split("\n"):
+        line = re.sub(r"//.*$", "", raw).strip()
+        if not line:
+            continue
+        for stmt in re.findall(r"[^;]*;", line) if not line.startswith("wrapper") else [line]:
+            stmt = stmt.strip()
+            if m := _ARRAY_INIT.fullmatch(stmt):
+                items.append(("init", m.group(1), m.group(2), m.group(3), m.group(4)))
+            elif m := _ARRAY_DECL.fullmatch(stmt):
+                items.append(("decl", m.group(1), m.group(2), m.group(3)))
+            elif m := _SCALAR.fullmatch(stmt):
+                items.append(("scalar", m.group(1), m.group(2), m.group(3)))
+            elif m := _WRAPPER_CALL.fullmatch(stmt):
+                fn, args = m.group(1), [a.strip() for a in m.group(2).split(",")]
+            else:
+                return None
+    return (items, fn, args) if fn else None
+
+
+def _is_int_type(ctype: str) -> bool:
+    return any(w in ctype.split() for w in _INT_TYPES) and not any(w in ctype for w in _FLOAT_TYPES)
+
+
+def _grow(v: int, k: int) -> int:
+    return v * k + 1 if v >= 2 else v
+
+
+def hidden_calls(task: CudaKernelTask, seed: int) -> tuple[list[HiddenCall], str]:
+    """Hidden tests for ``task`` from its largest visible test (the one with the most array elements): integer
+    scalars of 2 or more grow to ``v*k + 1`` (odd sizes, for k = 3 and 7), every array to its length times
+    ``(k + 1)**2`` (capped at :data:`HIDDEN_MAX_ELEMENTS`), float arrays get fresh random values of the magnitude
+    of the visible ones, integer and char arrays values drawn from the visible ones (so index arrays stay in range);
+    a third test keeps the sizes and draws fresh values. Returns the calls (not yet validated: see
+    :func:`cudaperf.harness.run_cuda_kernel.prepare_hidden_tests`) and, when there are none, why."""
+    import random
+
+    rng = random.Random(seed)
+    parsed = []
+    for c, cu in zip(task.test_calls_c, task.test_calls_cuda):
+        pc, pcu = _parse_test(c), _parse_test(cu)
+        if pc is None or pcu is None or pc[0] != pcu[0] or pc[2] != pcu[2]:
+            continue
+        size = sum(len(it[4].split(",")) if it[0] == "init" else int(it[3] or 0) if it[0] == "decl" else 0
+                   for it in pc[0])
+        parsed.append((size, pc, pcu[1]))
+    if not parsed:
+        return [], "no visible test is made only of array and scalar declarations and one wrapper call"
+    _, (items, fn_c, args), fn_cuda = max(parsed, key=lambda p: p[0])
+    out = []
+    for k, how in ((3, "sizes v*3+1"), (7, "sizes v*7+1"), (1, "visible sizes, fresh values")):
+        lines = []
+        for it in items:
+            if it[0] == "scalar":
+                _, ctype, name, val = it
+                if _is_int_type(ctype) and re.fullmatch(r"\d+", val) and k > 1:
+                    val = str(_grow(int(val), k))
+                lines.append(f"{ctype} {name} = {val};")
+                continue
+            ctype, name = it[1], it[2]
+            values = [v.strip() for v in it[4].split(",") if v.strip()] if it[0] == "init" else []
+            length = len(values) if it[0] == "init" and not it[3] else int(it[3] or len(values) or 1)
+            new_len = min(HIDDEN_MAX_ELEMENTS, length * (k + 1) ** 2) if k > 1 else length
+            if it[0] == "decl" or not values:
+                lines.append(f"static {ctype} {name}[{new_len}];")
+                continue
+            if any(w in ctype for w in _FLOAT_TYPES):
+                nums = [abs(float(v.rstrip("fF"))) for v in values if re.fullmatch(r"[-+]?[\d.]+(?:e[-+]?\d+)?[fF]?", v)]
+                mag = max(nums) if nums and max(nums) > 0 else 1.0
+                fresh = [f"{rng.uniform(-mag, mag):.4g}" for _ in range(new_len)]
+                if nums and min(float(v.rstrip("fF")) for v in values
+                                if re.fullmatch(r"[-+]?[\d.]+(?:e[-+]?\d+)?[fF]?", v)) >= 0:
+                    fresh = [f"{rng.uniform(0, mag):.4g}" for _ in range(new_len)]
+            else:
+                fresh = [rng.choice(values) for _ in range(new_len)]
+            lines.append(f"static {ctype} {name}[{new_len}] = {{{', '.join(fresh)}}};")
+        new_args = []
+        for a in args:
+            if re.fullmatch(r"\d+", a) and k > 1:
+                a = str(_grow(int(a), k))
+            new_args.append(a)
+        body = "\n".join(lines)
+        out.append(HiddenCall(f"{body}\nwrapper({fn_c}, {', '.join(new_args)});\n",
+                              f"{body}\nwrapper({fn_cuda}, {', '.join(new_args)});\n", how))
+    return out, ""

@@ -73,8 +73,11 @@ def test_honest_candidate_keeps_its_credit_and_records_the_evidence(honest):
 def test_a_rewritten_clock_gains_nothing(saxpy, prepared, honest):
     """The driver reads the clock by system call: the rewrite of the C library's clock_gettime does not reach it,
     and the candidate is timed as what it is (its honest twin's speed), or, where it does disturb the record,
-    gets no credit."""
-    r = _fixture(saxpy, prepared, "clock_rewrite.cu")
+    gets no credit. (trust/clock_rewrite.cu assembles its forbidden names with the preprocessor, which the static
+    checks now read, so it stops there; its twin finds mprotect and syscall at run time, by walking the C library's
+    symbol table, a spelling no source check resolves, and so reaches timing.)"""
+    runtime = Path(__file__).resolve().parents[1] / "fixtures" / "adversarial" / "saxpy_clock_rewrite_runtime.cu"
+    r = _run(saxpy, prepared, "saxpy_clock_rewrite_runtime.cu", runtime.read_text())
     assert r.status == "scored", r.failure
     if r.correct:
         assert r.speedup < 2 * honest.speedup, (r.speedup, honest.speedup)
