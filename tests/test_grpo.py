@@ -107,8 +107,7 @@ def test_config_parsing_and_errors(tmp_path):
     (tmp_path / "bad.toml").write_text("[train\nx = 1\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(tmp_path / "bad.toml")
-    with pytest.raises(GRPORunError, match="needs a ranker"):
-        GRPOSettings().check()  # the paper preset without a ranker
+    GRPOSettings().check()  # the paper preset without --ranker: the shipped ranker
     with pytest.raises(GRPORunError, match="test sets"):
         training_tasks("test")
     easy = training_tasks("train-easy:3")
@@ -137,8 +136,8 @@ def test_cli_errors_are_clear(tmp_path):
     r = runner.invoke(app, ["train", "--reward", "verifiable", "--compile-only", "--model", str(tmp_path / "nope"),
                             "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "does not exist" in flat(r.output)
-    r = runner.invoke(app, ["train", "--out", str(tmp_path / "o"), "--compile-only"])
-    assert r.exit_code == 2 and "needs a ranker" in flat(r.output)
+    r = runner.invoke(app, ["train", "--out", str(tmp_path / "o"), "--compile-only", "--ranker", str(tmp_path)])
+    assert r.exit_code == 2 and "no trained ranker" in flat(r.output)
     if not HAVE_GPU:
         r = runner.invoke(app, ["train", "--reward", "verifiable", "--out", str(tmp_path / "o")])
         assert r.exit_code == 2 and "--compile-only" in flat(r.output)

@@ -112,6 +112,8 @@ def dataset_measure(
                                                      "host calibration rather than wait for the other GPUs, so the "
                                                      "GPUs stop waiting for one another between tasks. What is "
                                                      "timed does not change. Default on."),
+    executor: str = typer.Option("local", "--executor", help="Where candidates run: local | compile-only | ray | "
+                                 "ray:auto | ray://HOST:PORT (Ray: pip install 'cudaperf[ray]')."),
 ) -> None:
     """Measure candidates with the harness on the local GPUs: one worker per GPU, tasks interleaved across
     families, starting while later tasks still compile in parallel. PyTorch tasks (families pt_*) run after the
@@ -122,6 +124,12 @@ def dataset_measure(
     from cudaperf.dataset.measure import new_run_id, select_candidates
     from cudaperf.harness.settings import SPEEDUP_ESTIMATORS
 
+    from cudaperf.harness.executors import ExecutorError, make_executor
+
+    try:
+        ex = make_executor(executor)
+    except ExecutorError as exc:
+        _fail(str(exc))
     if speedup_estimator is not None and speedup_estimator not in SPEEDUP_ESTIMATORS:
         err.print(f"[red]--speedup-estimator must be one of {', '.join(SPEEDUP_ESTIMATORS)}[/], not "
                   f"{speedup_estimator!r}")
@@ -169,7 +177,7 @@ def dataset_measure(
                            resume=f"the same command with --run-id {run_id} --store {store_path}",
                            held_out_first=held_out_first,
                            max_seconds=max_minutes * 60 if max_minutes is not None else None,
-                           compile_baseline=compile_baseline)
+                           compile_baseline=compile_baseline, executor=ex)
 
 
 def _measure_with_progress(ds, cands: list, *, run_id: str, store: Optional[Path], resume: str, **kwargs) -> None:

@@ -74,7 +74,9 @@ def eval_command(
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N tasks of the set."),
     task_ids: Optional[str] = typer.Option(None, "--task-ids", help="Comma-separated task ids of the set."),
     compile_only: bool = typer.Option(False, "--compile-only", help="No GPU: static checks and nvcc only "
-                                      "(compile rate, no correctness or speed)."),
+                                      "(compile rate, no correctness or speed); --executor compile-only."),
+    executor: str = typer.Option("local", "--executor", help="Where answers are judged: local | compile-only | "
+                                 "ray | ray:auto | ray://HOST:PORT (Ray: pip install 'cudaperf[ray]')."),
     summarizer: str = typer.Option("policy", help="How earlier turns become FEEDBACK_HISTORY: 'policy' (a policy "
                                    "call, as the paper) or 'template' (deterministic, no call)."),
     fewshot: bool = typer.Option(True, "--fewshot/--no-fewshot", help="The paper's 5 examples from the training "
@@ -104,7 +106,14 @@ def eval_command(
     from cudaperf.harness.settings import HarnessSettings
     from cudaperf.policy.base import PolicyError, SamplingParams
 
-    if not compile_only and gpu_count() == 0:
+    from cudaperf.harness.executors import ExecutorError, make_executor
+
+    try:
+        ex = make_executor(executor, compile_only=compile_only)
+    except ExecutorError as exc:
+        _fail(str(exc))
+    compile_only = ex.compile_only
+    if not compile_only and ex.name == "local" and gpu_count() == 0:
         _fail("no NVIDIA GPU is visible (nvidia-smi lists none): cudaperf eval runs every answer on a GPU. "
               "Run on a machine with one, or pass --compile-only to judge static checks and compilation only.")
     try:
@@ -144,16 +153,17 @@ def eval_command(
     total = len(ts.tasks) * samples * turns
     with eval_progress(total) as progress:
         try:
-            summary = run_eval(pol, ts, out, options, harness_settings=harness, progress=progress,
-                               settings_record={"policy_spec": policy, "concurrency": concurrency,
+            summary = run_eval(pol, ts, out, options, harness_settings=harness, progress=progress, executor=ex,
+                               settings_record={"policy_spec": policy, "executor": ex.name, "concurrency": concurrency,
                                                 "batch_size": batch_size, "summarizer": summarizer,
                                                 "fewshot": fewshot, "timing_budget_ms": timing_budget_ms,
                                                 "max_reps": max_reps,
                                                 "ranker": str(ranker) if ranker else None})
-        except (RunDirError, StoreMismatchError) as exc:
+        except (RunDirError, StoreMismatchError, ExecutorError) as exc:
             _fail(str(exc))
         finally:
             pol.close()
+            ex.close()
     console.print(f"{summary.n_turns_recorded} turns recorded in {out} ({summary.n_turns_new} new; "
                   f"{summary.n_generated} answers generated in {summary.generate_wall_s:.0f} s, "
                   f"{summary.n_judged} judged in {summary.judge_wall_s:.0f} s)")

@@ -34,8 +34,8 @@ TRAIN_HELP = "\n\n".join([
     "summarized) whose reward is its discounted return s_t + gamma R_(t+1) (--gamma 0.4); advantages are normalized "
     "over the group's m x T rows (TRL's num_generations = m x T). Trajectories sample at the --temperatures in turn "
     "(0.2 and 0.7: half each). Rows of a trajectory that stopped early are padding (no reward, out of the loss).",
-    "Rewards (--reward): 'paper' (R_ver + R_str, needs --ranker), 'gated' (R_str only for compiling code, squashed; "
-    "needs --ranker), 'verifiable' (R_ver), 'leap' (LEAP's rank reward within the group). --prune: a task whose "
+    "Rewards (--reward): 'paper' (R_ver + R_str, the shipped ranker unless --ranker), 'gated' (R_str only for "
+    "compiling code, squashed), 'verifiable' (R_ver), 'leap' (LEAP's rank reward within the group). --prune: a task whose "
     "first turn is trivially solved (all correct above --prune-solved-speedup) or hopeless (none compiles) gets no "
     "further turns.",
     "Tasks (--tasks): 'train-easy[:N]' (default train-easy:32, the easiest C-function training tasks), 'train', "
@@ -68,7 +68,7 @@ def train_command(
     tasks: Optional[str] = _flag("--tasks", help="Training tasks: train-easy[:N] (default train-easy:32), train, "
                                  "train:c, train:pytorch."),
     reward: Optional[str] = _flag("--reward", help="Reward preset: paper (default), gated, verifiable, leap."),
-    ranker: Optional[Path] = _flag("--ranker", help="Trained ranker directory for R_str (paper, gated)."),
+    ranker: Optional[Path] = _flag("--ranker", help="Trained ranker directory for R_str (paper, gated); default: the one shipped in the package."),
     trajectories: Optional[int] = _flag("--trajectories", help="m: trajectories per task (default 4)."),
     turns: Optional[int] = _flag("--turns", help="T: refinement turns per trajectory (default 4)."),
     gamma: Optional[float] = _flag("--gamma", help="Discount of later turns in a turn's return (default 0.4)."),
@@ -102,6 +102,8 @@ def train_command(
     eval_turns: Optional[int] = _flag("--eval-turns", help="Its turns (default 2)."),
     compile_only: Optional[bool] = _flag("--compile-only/--no-compile-only", help="No GPU: the harness only checks "
                                          "and compiles (training and evaluations)."),
+    executor: Optional[str] = _flag("--executor", help="Where the rewards' answers are judged: local (default), "
+                                    "compile-only, ray, ray:auto, ray://HOST:PORT (pip install 'cudaperf[ray]')."),
     cpu: Optional[bool] = _flag("--cpu/--no-cpu", help="Train on the CPU even when a GPU is visible."),
     gradient_checkpointing: Optional[bool] = _flag("--gradient-checkpointing/--no-gradient-checkpointing",
                                                    help="Trade compute for activation memory (default on)."),
@@ -131,7 +133,7 @@ def train_command(
         train = {"tasks": tasks, "prompts_per_step": prompts_per_step, "micro_batch_rows": micro_batch_rows,
                  "max_steps": max_steps, "learning_rate": lr, "qlora": qlora,
                  "init_adapter": str(init_adapter) if init_adapter else None, "save_steps": save_steps,
-                 "max_minutes": max_minutes, "compile_only": compile_only,
+                 "max_minutes": max_minutes, "compile_only": compile_only, "executor": executor,
                  "device": ("cpu" if cpu else "auto") if cpu is not None else None,
                  "gradient_checkpointing": gradient_checkpointing, "seed": seed}
         ev = {"every_steps": eval_every, "tasks": eval_tasks, "samples": eval_samples, "turns": eval_turns,

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from cudaperf.dataset.build import dataset_tasks
 from cudaperf.dataset.pytorch_families.common import TASK_PREFIX as TORCH_TASK_PREFIX
 from cudaperf.dataset.store import Dataset
-from cudaperf.harness.executor import BatchSummary, Job, run_batch
+from cudaperf.harness.executor import BatchSummary, Job
 from cudaperf.harness.result import EvaluationResult
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.harness.store import ResultStore
@@ -191,13 +191,17 @@ def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path |
             run_id: str | None = None, settings: HarnessSettings = MEASURE_SETTINGS,
             gpus: Sequence[int] | None = None, progress: Callable[[str, int, int], None] | None = None,
             max_seconds: float | None = None, held_out_first: bool = False,
-            compile_baseline: bool = False) -> MeasureSummary:
+            compile_baseline: bool = False, executor=None) -> MeasureSummary:
     """Evaluate ``candidates`` through the harness (compile pool, then one worker per GPU); results go to a
     resumable JSONL store and, as rows, into ``ds.measurements`` (the caller saves). ``max_seconds``: start no
     candidate after this long, so a run fits a machine's time limit and ends cleanly; rerun to go on.
     PyTorch tasks' candidates run after the C ones (:mod:`cudaperf.harness.batch_pytorch`; the dataset's own
     variants are trusted, so ``MEASURE_SETTINGS`` lets a task's runners start together), against the eager
-    baseline and, with ``compile_baseline``, ``torch.compile``'s too."""
+    baseline and, with ``compile_baseline``, ``torch.compile``'s too. ``executor``: where they run
+    (:mod:`cudaperf.harness.executors`, an executor or its spec; default this machine's GPUs)."""
+    from cudaperf.harness.executors import make_executor
+
+    executor = make_executor(executor, gpus=gpus)
     run_id = run_id or new_run_id()
     store = ResultStore(store_path or ds.root / "runs" / f"{run_id}.jsonl")
     tasks = dataset_tasks(ds)
@@ -215,10 +219,10 @@ def measure(ds: Dataset, candidates: list[dict[str, Any]], *, store_path: Path |
             if not part:
                 continue
             left = None if max_seconds is None else max(0.0, max_seconds - (time.monotonic() - t0))
-            s = run_batch([tasks[t] for t in order], [Job(c["task_id"], c["name"], c["code"]) for c in part],
+            s = executor.evaluate([tasks[t] for t in order], [Job(c["task_id"], c["name"], c["code"]) for c in part],
                           store, settings=settings if trusted else replace(settings, pipeline_candidates=False,
                                                                            timing_rounds=1),
-                          gpus=gpus, progress=progress, prepare_ahead=24, seed_of=dataset_seed,
+                          progress=progress, prepare_ahead=24, seed_of=dataset_seed,
                           prepare_workers=_prepare_workers(settings),
                           max_seconds=left, compile_baseline=compile_baseline)
             summary = s if summary is None else summary.plus(s)

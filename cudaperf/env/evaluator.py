@@ -8,18 +8,17 @@ judged again.
 
 ``compile_only``: extraction, static checks and nvcc only (for machines without a GPU). A candidate that compiles
 gets an ``unscored`` result whose message says it was not run; one that does not compile is a scored failure.
+``executor``: where the batch is judged (:mod:`cudaperf.harness.executors`: ``local``, ``compile-only``, ``ray``...;
+an :class:`~cudaperf.harness.executors.Executor` or its spec); ``compile_only`` is ``executor="compile-only"``.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from cudaperf.harness.result import EvaluationResult, Stage
+from cudaperf.harness.executors import COMPILE_ONLY_MESSAGE, Executor, make_executor
+from cudaperf.harness.result import EvaluationResult
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.harness.store import ResultStore
 from cudaperf.tasks.schema import Task
@@ -37,7 +36,7 @@ def _code_sha(completion: str) -> str | None:
     return code_sha256(code) if code is not None else None
 
 
-COMPILE_ONLY_MESSAGE = "compile-only run: the candidate compiled and was not run (no GPU asked for)"
+__all__ = ["COMPILE_ONLY_MESSAGE", "Evaluator", "StoreMismatchError"]
 
 Item = tuple[str, str, str]
 """(task_id, candidate_id, completion)."""
@@ -47,12 +46,14 @@ class Evaluator:
     def __init__(self, tasks: Iterable[Task], store: str | Path | ResultStore, *,
                  settings: HarnessSettings | None = None, compile_only: bool = False,
                  gpus: Sequence[int] | None = None, compile_workers: int | None = None,
-                 progress: Callable[[str, int, int], None] | None = None) -> None:
+                 progress: Callable[[str, int, int], None] | None = None,
+                 executor: Executor | str | None = None) -> None:
         self.tasks: dict[str, Task] = {t.id: t for t in tasks}
         self.store = store if isinstance(store, ResultStore) else ResultStore(store)
         self.store.check_writable()
         self.settings = settings or HarnessSettings()
-        self.compile_only = compile_only
+        self.executor = make_executor(executor, compile_only=compile_only, gpus=gpus, compile_workers=compile_workers)
+        self.compile_only = self.executor.compile_only
         self.gpus = gpus
         self.compile_workers = compile_workers
         self.progress = progress
@@ -83,15 +84,11 @@ class Evaluator:
                 or (not self._final(latest[(it[0], it[1])]) and (it[0], it[1]) not in reuse)]
         if todo:
             t0 = time.monotonic()
-            if self.compile_only:
-                self._compile_only(todo)
-            else:
-                from cudaperf.harness.executor import Job, run_batch
+            from cudaperf.harness.executor import Job
 
-                jobs = [Job(task_id=t, candidate_id=c, completion=comp) for t, c, comp in todo]
-                run_batch([self.tasks[t] for t in sorted({j.task_id for j in jobs})], jobs, self.store,
-                          settings=self.settings, gpus=self.gpus, compile_workers=self.compile_workers,
-                          progress=self.progress)
+            jobs = [Job(task_id=t, candidate_id=c, completion=comp) for t, c, comp in todo]
+            self.executor.evaluate([self.tasks[t] for t in sorted({j.task_id for j in jobs})], jobs, self.store,
+                                   settings=self.settings, progress=self.progress)
             self.judge_wall_s += time.monotonic() - t0
             self.n_judged += len(todo)
             latest = self.store.latest()
@@ -103,59 +100,8 @@ class Evaluator:
     def _final(self, r: EvaluationResult) -> bool:
         """A stored result that is not judged again: scored ones, and a compile-only run's own "not run" verdicts
         (a harness fault, unscored, is retried)."""
-        return r.status == "scored" or (self.compile_only and r.failure is not None
-                                        and r.failure.message.startswith("compile-only run:"))
+        return self.executor.final(r)
 
-    def _compile_only(self, items: Sequence[Item]) -> None:
-        from cudaperf.harness.compile import ToolchainError
-        from cudaperf.harness.evaluate import base_result, build_candidate, check_candidate, compile_failure, unscored
-
-        done = [0]
-        lock = threading.Lock()
-
-        def one(item: Item) -> None:
-            tid, cid, completion = item
-            task = self.tasks[tid]
-            if getattr(task, "kind", None) == "pytorch":
-                res = self._pytorch_compile_only(task, cid, completion)
-            else:
-                checked = check_candidate(task, completion, cid, self.settings)
-                if checked.result is not None:
-                    res = checked.result
-                else:
-                    base = replace(base_result(task, cid, checked.code, self.settings, None), stage=Stage.CHECKED)
-                    try:
-                        build = build_candidate(task, checked.code, self.settings)
-                    except ToolchainError as exc:
-                        res = unscored(base, f"ToolchainError: {exc}")
-                    else:
-                        base = replace(base, compile=build.info, static_check_reasons=build.reasons,
-                                       durations_s={"compile_s": build.info.seconds})
-                        if build.stage != "ok":
-                            res = replace(base, failure=compile_failure(build, task))
-                        else:
-                            res = unscored(replace(base, stage=Stage.COMPILED), COMPILE_ONLY_MESSAGE)
-            self.store.append(res)
-            with lock:
-                done[0] += 1
-                n = done[0]
-            if self.progress:
-                self.progress("compile", n, len(items))
-
-        workers = self.compile_workers or max(1, os.cpu_count() or 1)
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(one, items))
-
-    def _pytorch_compile_only(self, task, cid: str, completion: str) -> EvaluationResult:
-        from cudaperf.harness.evaluate import base_result, unscored
-        from cudaperf.harness.extract import extract_code
-        from cudaperf.harness.run_pytorch import check_and_build
-
-        code = extract_code(completion).code
-        res, finished, modelnew, _ = check_and_build(task, code, base_result(task, cid, code, self.settings, None),
-                                                     self.settings)
-        if finished:
-            return res
-        if modelnew:
-            return unscored(res, COMPILE_ONLY_MESSAGE.replace("compiled", "passed the static checks"))
-        return unscored(res, COMPILE_ONLY_MESSAGE)
+    def close(self) -> None:
+        """Release the executor (a Ray connection it opened)."""
+        self.executor.close()

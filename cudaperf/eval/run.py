@@ -212,10 +212,11 @@ def _check_or_write_header(run_dir: Path, header: RunHeader) -> RunHeader:
 def run_eval(policy: Policy, ts: TaskSet, run_dir: str | Path, options: EvalOptions = EvalOptions(), *,
              harness_settings=None, gpus: Sequence[int] | None = None,
              progress: Callable[[str, int, int], None] | None = None,
-             settings_record: Mapping[str, Any] | None = None) -> RunSummary:
+             settings_record: Mapping[str, Any] | None = None, executor=None) -> RunSummary:
     """Run (or resume) an evaluation into ``run_dir``. ``progress(phase, done, total)``: ``generated`` and
     ``judged`` (answers so far, total -1), ``turn`` (turns done of ``turns``), and the harness's own callbacks
-    within a turn as ``judge:compile`` / ``judge:run`` (done, total of that batch)."""
+    within a turn as ``judge:compile`` / ``judge:run`` (done, total of that batch). ``executor``: where answers are
+    judged (:mod:`cudaperf.harness.executors`, an executor or its spec; default local, or compile-only)."""
     from cudaperf.env.prompt import FewShotPool, PromptSettings
     from cudaperf.harness.settings import HarnessSettings
     from cudaperf.reward.composite import RewardSettings
@@ -236,7 +237,7 @@ def run_eval(policy: Policy, ts: TaskSet, run_dir: str | Path, options: EvalOpti
 
         structural = Ranker.load(o.ranker).score_code
     evaluator = Evaluator(ts.tasks, run_dir / RESULTS, settings=harness_settings or HarnessSettings(),
-                          compile_only=o.compile_only, gpus=gpus,
+                          compile_only=o.compile_only, gpus=gpus, executor=executor,
                           progress=(lambda phase, n, total: progress("judge:" + phase, n, total)) if progress else None)
     summ_params = replace(o.sampling, max_new_tokens=min(256, o.sampling.max_new_tokens))
     ctx = EnvContext(

@@ -112,6 +112,9 @@ class GRPOTrainSettings:
     ``--resume`` goes on). None: no limit."""
     compile_only: bool = False
     """The harness only checks and compiles (no GPU): an answer that compiled gets ``compile_only_credit``."""
+    executor: str = "local"
+    """Where the harness judges answers (:mod:`cudaperf.harness.executors`): ``local``, ``compile-only`` (as
+    ``compile_only``), ``ray``, ``ray:auto``, ``ray://HOST:PORT``."""
     device: str = "auto"
     """``auto`` (the GPU when there is one) or ``cpu``."""
     harness_gpus: tuple[int, ...] | None = None
@@ -192,9 +195,13 @@ class GRPOSettings:
         """What a run needs beyond consistent values: a ranker for the presets with R_str."""
         r = self.rollout
         if r.reward_preset in ("paper", "gated") and not r.ranker:
-            raise GRPORunError(f"reward preset {r.reward_preset!r} needs a ranker (rollout.ranker in the config, or "
-                               "--ranker DIR; train one with `cudaperf ranker train`), or use --reward verifiable or "
-                               "leap")
+            from cudaperf.ranker import builtin_ranker_dir
+
+            try:
+                builtin_ranker_dir()
+            except FileNotFoundError as exc:
+                raise GRPORunError(f"reward preset {r.reward_preset!r} needs a ranker and {exc} (or give "
+                                   "rollout.ranker / --ranker DIR, or use --reward verifiable or leap)") from None
 
     @property
     def rows_per_step(self) -> int:
@@ -457,9 +464,14 @@ class GRPOResult:
     record: dict[str, Any] = field(default_factory=dict)
 
 
-def _structural(ranker: str | None):
+def _structural(ranker: str | None, preset: str):
+    """R_str's scorer: ``ranker``'s, or the shipped ranker's for the presets that use R_str; None for the others."""
     if not ranker:
-        return None
+        if preset not in ("paper", "gated"):
+            return None
+        from cudaperf.ranker import builtin_ranker_dir
+
+        ranker = str(builtin_ranker_dir())
     from cudaperf.ranker.train import Ranker
 
     try:
@@ -491,15 +503,23 @@ def run_grpo(settings: GRPOSettings, *, resume: bool = False, dataset: Any = Non
     from cudaperf.harness.environment import gpu_count
 
     use_cuda = t.device == "auto" and torch.cuda.is_available()
-    if not t.compile_only and gpu_count() == 0:
+    from cudaperf.harness.executors import ExecutorError, make_executor
+
+    try:
+        executor = make_executor(t.executor, compile_only=t.compile_only)
+    except ExecutorError as exc:
+        raise GRPORunError(f"executor: {exc}") from None
+    if executor.compile_only and not t.compile_only:
+        t = replace(t, compile_only=True)
+    if not t.compile_only and executor.name == "local" and gpu_count() == 0:
         raise GRPORunError("no NVIDIA GPU is visible: the harness runs every answer on a GPU to score it (pass "
                            "--compile-only to reward compilation only)")
     if t.qlora:
         check_qlora(use_cuda, GRPORunError)
+    structural = _structural(r.ranker, r.reward_preset)
     model_dir = resolve_model_dir(settings.model, GRPORunError)
     if t.init_adapter and not (Path(t.init_adapter) / "adapter_config.json").is_file():
         raise GRPORunError(f"init_adapter {t.init_adapter} holds no PEFT adapter (no adapter_config.json)")
-    structural = _structural(r.ranker)
     tasks = training_tasks(t.tasks, dataset)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     if tokenizer.pad_token is None:
@@ -532,6 +552,7 @@ def run_grpo(settings: GRPOSettings, *, resume: bool = False, dataset: Any = Non
     attempt = sum(1 for f in harness_dir.glob("attempt-*.jsonl") if f.stem.split("-")[-1].isdigit())
     from cudaperf.env.evaluator import Evaluator
     from cudaperf.env.prompt import FewShotPool
+    from cudaperf.harness.executors import LocalExecutor
     from cudaperf.env.refine import EnvContext
 
     from accelerate import PartialState
@@ -543,8 +564,10 @@ def run_grpo(settings: GRPOSettings, *, resume: bool = False, dataset: Any = Non
         gpus = ([t.harness_gpus[rank]] if len(t.harness_gpus) == state.num_processes and state.num_processes > 1
                 else list(t.harness_gpus))
     suffix = "" if rank == 0 else f"-rank{rank}"
+    if gpus is not None and isinstance(executor, LocalExecutor):
+        executor = LocalExecutor(gpus=gpus)
     evaluator = Evaluator(tasks, harness_dir / f"attempt-{attempt}{suffix}.jsonl", compile_only=t.compile_only,
-                          gpus=gpus)
+                          gpus=gpus, executor=executor)
     ctx = EnvContext(evaluator=evaluator, fewshot=FewShotPool() if r.fewshot else None, structural=structural,
                      task_meta={x.id: {"family": None, "level": None} for x in tasks})
     rollout_log = out / (ROLLOUT_LOG if rank == 0 else f"rollouts-rank{rank}.jsonl")

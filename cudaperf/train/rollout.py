@@ -91,7 +91,8 @@ class RolloutSettings:
     reward_preset: str = "paper"
     """``paper``, ``gated``, ``verifiable`` or ``leap`` (see :data:`REWARD_PRESETS`)."""
     ranker: str | None = None
-    """A trained ranker directory (``cudaperf ranker train``) for R_str: needed by ``paper`` and ``gated``."""
+    """A trained ranker directory (``cudaperf ranker train``) for R_str (``paper`` and ``gated``); None: the one
+    shipped in the package (:data:`cudaperf.ranker.BUILTIN_RANKER`, trained on the task split's training part)."""
     gate_scale: float = 0.5
     """``gated``: R_str is squashed into (-gate_scale, gate_scale)."""
     compile_only_credit: float = 0.0
