@@ -9,10 +9,9 @@
 # carried), training starts from that adapter. Steps:
 #   part0             keep the first half of the GGUF on the machine (/tmp/smol)
 #   check             versions of what training needs, and the GPU
-#   ranker            cudaperf ranker train into runs/ranker (the paper preset's R_str; CPU, about a minute)
 #   train-verifiable  cudaperf train --reward verifiable into runs/grpo-verifiable (GRPO_MINUTES of training,
 #                     default 6; rerun it in the next call to go on: it resumes when the directory has checkpoints)
-#   train-paper       the same with --reward paper --ranker runs/ranker into runs/grpo-paper
+#   train-paper       the same with --reward paper (R_str from the shipped ranker) into runs/grpo-paper
 #   eval-verifiable   cudaperf eval of hf:MODEL+runs/grpo-verifiable/adapter on EVAL_TASKS (default small:20) x 5
 #                     samples x EVAL_TURNS (default 1) into runs/eval-grpo-verifiable (EVAL_MINUTES, default 7)
 #   eval-paper        the same with runs/grpo-paper/adapter
@@ -38,7 +37,6 @@ train() {  # $1 = reward preset
   local dir="runs/grpo-$1" extra=""
   [ -d "$dir/checkpoints" ] && ls "$dir/checkpoints" | grep -q '^checkpoint-' && extra="--resume"
   [ -z "$extra" ] && [ -f runs/sft-plain/adapter/adapter_config.json ] && extra="--init-adapter runs/sft-plain/adapter"
-  [ "$1" = paper ] && extra="$extra --ranker runs/ranker"
   timeout $(( ${GRPO_MINUTES:-6} * 60 + 180 )) python3 -m cudaperf train --model "$MODEL_DIR" --reward "$1" \
     --tasks "${GRPO_TASKS:-train-easy:32}" --out "$dir" --max-minutes "${GRPO_MINUTES:-6}" --max-new-tokens 1024 \
     --save-steps 2 --summarizer template $extra ${GRPO_ARGS:-} 2>&1 | tee -a "$OUT/grpo-$1.log" | tail -40
@@ -48,7 +46,7 @@ train() {  # $1 = reward preset
 }
 evaluate() {  # $1 = run name, $2 = policy
   timeout $(( ${EVAL_MINUTES:-7} * 60 + 60 )) python3 -m cudaperf eval --policy "$2" --tasks "${EVAL_TASKS:-small:20}" \
-    --samples 5 --turns "${EVAL_TURNS:-1}" --batch-size 100 --max-new-tokens 1024 --summarizer template \
+    --samples 5 --turns "${EVAL_TURNS:-1}" --batch-size "${EVAL_BATCH:-64}" --max-new-tokens 1024 --summarizer template \
     --max-minutes "${EVAL_MINUTES:-7}" --out "runs/$1" 2>&1 | tee -a "$OUT/$1.log" | tail -30
   tar czf "$OUT/$1.tgz" -C runs "$1"
 }
@@ -60,8 +58,6 @@ for step in "$@"; do
     check)
       python3 -c 'import torch, transformers, trl, peft, datasets, accelerate; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""); print("transformers", transformers.__version__, "trl", trl.__version__, "peft", peft.__version__, "datasets", datasets.__version__, "accelerate", accelerate.__version__)'
       python3 -c 'import tensorboard; print("tensorboard", tensorboard.__version__)' || echo "no tensorboard" ;;
-    ranker)
-      [ -f runs/ranker/model.safetensors ] || python3 -m cudaperf ranker train --out runs/ranker 2>&1 | tail -5 ;;
     train-verifiable) join_gguf; train verifiable ;;
     train-paper) join_gguf; train paper ;;
     eval-verifiable) join_gguf; evaluate eval-grpo-verifiable "hf:$MODEL_DIR+runs/grpo-verifiable/adapter" ;;
