@@ -20,7 +20,8 @@ POLICY_HELP = ("Who answers: 'embedded' (SmolLM2-135M-Instruct from the llm-smol
 EVAL_TASKS_HELP = ("Task set: 'small' (12 held-out C tasks; default), 'test[:c|:pytorch]' (the built-in test split "
                    "by task), 'test-family[:c|:pytorch]' (by family), 'babeltower[:PATH]' (its defective tasks "
                    "excluded and listed), 'kernelbench:DIR', 'pytorch' (the project's PyTorch problems), "
-                   "'builtin' (the bundled examples), or a task file / directory.")
+                   "'builtin' (the bundled examples), 'text' (Text2CUDA: descriptions and interfaces, the C reference "
+                   "hidden) / 'text-as-c' (the same tasks as C-to-CUDA), or a task file / directory.")
 
 
 def register(app: typer.Typer) -> None:
@@ -97,6 +98,17 @@ def eval_command(
     max_reps: int = typer.Option(30, "--max-reps", help="Timed calls per correct candidate at most (at least 5, the "
                                  "paper's; the dataset's measurement takes up to 100)."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write metrics.json and report.html at the end."),
+    strategy: str = typer.Option("refine", "--strategy", help="'refine' (each turn repairs or improves the last "
+                                 "answer) or 'evolve' (repair while incorrect; then keep the best correct answer "
+                                 "and accept a new one only if correct and --evolve-margin faster; the final "
+                                 "outcome is the best accepted)."),
+    evolve_margin: float = typer.Option(0.02, "--evolve-margin", help="evolve: how much faster (0.02 = 2 %) a "
+                                        "correct answer must be to replace the best."),
+    spec_turn: bool = typer.Option(True, "--spec-turn/--no-spec-turn", help="Text tasks: a first turn that writes "
+                                   "a <SPEC> (recorded, not judged) before the kernel turns."),
+    staged_feedback: str = typer.Option("auto", "--staged-feedback", help="Progressive-validation stages (tiny, "
+                                        "edge cases, large, timing) in the feedback: 'auto' (text tasks only), "
+                                        "'on' (every task: e.g. text-as-c against text), 'off'."),
 ) -> None:
     """Run a policy on a benchmark with multi-turn refinement, judge every answer in the harness, and report."""
     from cudaperf.env.evaluator import StoreMismatchError
@@ -128,12 +140,16 @@ def eval_command(
             ranker = builtin_ranker_dir()
         except FileNotFoundError as exc:
             _fail(str(exc))
+    if staged_feedback not in ("auto", "on", "off"):
+        _fail(f"--staged-feedback must be auto, on or off, not {staged_feedback!r}")
     try:
         sampling = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
         options = EvalOptions(samples=samples, turns=turns, sampling=sampling, seed=seed, compile_only=compile_only,
                               summarizer=summarizer, fewshot=fewshot, reward_preset=reward,
                               ranker=str(ranker) if ranker else None, target_speedup=target_speedup,
-                              max_minutes=max_minutes, chunk=max(batch_size, concurrency))
+                              max_minutes=max_minutes, chunk=max(batch_size, concurrency), strategy=strategy,
+                              evolve_margin=evolve_margin, spec_turn=spec_turn,
+                              staged_feedback={"auto": None, "on": True, "off": False}[staged_feedback])
     except ValueError as exc:
         _fail(str(exc))
     from cudaperf.policy.spec import load_policy

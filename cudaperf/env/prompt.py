@@ -16,6 +16,8 @@ must define — is part of the instruction). Variants per task kind:
 * ``c_program``: the whole program; the answer is a whole CUDA program reading stdin and writing stdout.
 * ``cuda_kernel`` (BabelTower): the C function and the host wrapper that will launch the answer's kernel; the
   answer defines only the ``__global__`` kernel.
+* text (:class:`cudaperf.tasks.text.TextTask`, Text2CUDA): ``[DESCRIPTION]`` and ``[INTERFACE]`` (and the spec
+  turn's ``[SPEC]``) in place of ``[SEQ_CODE]``; the C reference is never shown.
 * ``pytorch``: the module's source; the answer is the fast-path unit (``kernel_forward``, the default) or, with
   ``PromptSettings.pytorch_style = "modelnew"``, KernelBench's ``ModelNew`` module.
 
@@ -89,7 +91,9 @@ def public_seed(task_id: str) -> int:
 # --------------------------------------------------------------------------------------------------- the target
 
 def seq_code(task: Task) -> str:
-    """The sequential program the prompt shows."""
+    """The sequential program the prompt shows (for a text task, its description: its reference is never shown)."""
+    if getattr(task, "framing", None) == "text":
+        return task.description.strip() + "\n"
     if isinstance(task, CudaKernelTask):
         return task.reference_c.strip() + "\n"
     if getattr(task, "kind", None) == "pytorch":
@@ -142,6 +146,10 @@ def instruction(task: Task, settings: PromptSettings = PromptSettings()) -> str:
               "count, occupancy (threads per block), control divergence, synchronization, atomics and data-transfer "
               "overhead. Use the EXAMPLE blocks as references and the FEEDBACK block, when there is one, to improve "
               "your previous answer. ")
+    if getattr(task, "framing", None) == "text":
+        common = ("Implement the function described in the DESCRIPTION block, with the INTERFACE below, as an "
+                  "efficient CUDA C++ program for the given hardware (an NVIDIA GPU); no program is given, only "
+                  "the description. " + common[common.index("Try to optimize"):])
     if isinstance(task, CFunctionTask):
         contract = (f"Define `extern \"C\" {task.signature}` with exactly this signature: it is called with host "
                     "pointers and must return with the outputs in host memory, so allocate device memory, copy, "
@@ -232,7 +240,7 @@ class FewShotPool:
 # --------------------------------------------------------------------------------------------------- the prompt
 
 def render_prompt(task: Task, examples: Sequence[FewShotExample], feedback_history: str, feedback: str,
-                  settings: PromptSettings = PromptSettings()) -> str:
+                  settings: PromptSettings = PromptSettings(), spec: str | None = None) -> str:
     parts = []
     if examples:
         parts.append("[FEWSHOT]")
@@ -245,20 +253,28 @@ def render_prompt(task: Task, examples: Sequence[FewShotExample], feedback_histo
     if feedback.strip():
         parts.append(f"[FEEDBACK]\n{feedback.strip()}\n[/FEEDBACK]")
     parts.append(instruction(task, settings))
-    parts.append(f"[SEQ_CODE]\n{seq_code(task)}[/SEQ_CODE]\n[INPUTS]\n{public_inputs(task, settings)}[/INPUTS]")
+    if getattr(task, "framing", None) == "text":  # Text2CUDA: the description and interface, never the reference
+        from cudaperf.env.text2cuda import text_blocks
+
+        parts.append(text_blocks(task, spec))
+        parts.append(f"[INPUTS]\n{public_inputs(task, settings)}[/INPUTS]")
+    else:
+        parts.append(f"[SEQ_CODE]\n{seq_code(task)}[/SEQ_CODE]\n[INPUTS]\n{public_inputs(task, settings)}[/INPUTS]")
     return "\n".join(parts) + "\n"
 
 
 def build_messages(task: Task, examples: Sequence[FewShotExample], feedback_history: str = "", feedback: str = "",
                    *, settings: PromptSettings = PromptSettings(),
                    count_tokens: Callable[[Sequence[Message]], int] | None = None,
-                   context_tokens: int | None = None, max_new_tokens: int = 0) -> tuple[Message, ...]:
+                   context_tokens: int | None = None, max_new_tokens: int = 0,
+                   spec: str | None = None) -> tuple[Message, ...]:
     """The chat for one turn. With ``count_tokens`` and ``context_tokens``, examples are dropped one at a time
     (last first) until prompt + ``max_new_tokens`` fits; the prompt without any example is returned even when it
-    does not fit (the policy then truncates or fails, and the run records it)."""
+    does not fit (the policy then truncates or fails, and the run records it). ``spec``: a text task's
+    specification from its spec turn (shown in a [SPEC] block; :mod:`cudaperf.env.text2cuda`)."""
     exs = list(examples)
     while True:
-        msgs = ({"role": "user", "content": render_prompt(task, exs, feedback_history, feedback, settings)},)
+        msgs = ({"role": "user", "content": render_prompt(task, exs, feedback_history, feedback, settings, spec)},)
         if count_tokens is None or context_tokens is None or not exs:
             return msgs
         if count_tokens(msgs) + max_new_tokens <= context_tokens:

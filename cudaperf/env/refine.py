@@ -37,8 +37,19 @@ class EnvSettings:
     no code this many turns in a row, ``no_code``."""
     seed: int = 0
     """Seeds the few-shot draw."""
+    strategy: str = "refine"
+    """``refine`` (every turn repairs or improves the last answer) or ``evolve`` (repair while incorrect, then keep
+    the best correct candidate and accept a new one only when correct and ``evolve_margin`` faster;
+    :mod:`cudaperf.env.text2cuda`)."""
+    evolve_margin: float = 0.02
+    staged_feedback: bool | None = None
+    """Progressive-validation stages in the feedback: None, for text tasks only; True / False for every task."""
 
     def __post_init__(self) -> None:
+        if self.strategy not in ("refine", "evolve"):
+            raise ValueError(f"strategy must be 'refine' or 'evolve', not {self.strategy!r}")
+        if not self.evolve_margin >= 0:
+            raise ValueError("evolve_margin must be >= 0")
         if self.max_turns < 1:
             raise ValueError("max_turns must be >= 1")
         if self.repeat_patience < 1:
@@ -172,6 +183,10 @@ class RefineEnv:
         self.stop: str | None = None
         self._last_failures: list[str] = []
         self.records: list[TurnRecord] = []
+        self.spec: str | None = None
+        """A text task's specification (or the missing-spec note), shown in every kernel turn; None: no spec turn."""
+        self.best: tuple[int, str, EvaluationResult] | None = None
+        """``evolve``: (turn, code, result) of the best accepted candidate."""
 
     def reset(self, task: Task | None = None, sample: int | None = None) -> Observation:
         if task is not None:
@@ -181,14 +196,14 @@ class RefineEnv:
         if sample is not None:
             self.sample = sample
         self.turn, self.history, self.feedback, self.done, self.stop = 0, "", "", False, None
-        self._last_failures, self.records = [], []
+        self._last_failures, self.records, self.best = [], [], None
         return self.observation()
 
     def observation(self) -> Observation:
         c = self.ctx
         msgs = build_messages(self.task, c.examples(self.task), self.history, self.feedback, settings=c.prompt,
                               count_tokens=c.count_tokens, context_tokens=c.context_tokens,
-                              max_new_tokens=c.max_new_tokens)
+                              max_new_tokens=c.max_new_tokens, spec=self.spec)
         return Observation(self.task.id, self.sample, self.turn, msgs)
 
     def step(self, completion: str | Generation) -> StepResult:
@@ -202,6 +217,23 @@ class RefineEnv:
         code = completion_code(gen.text) if gen.error is None else None
         feats = paper_features(code)
         fb = feedback_text(result, feats, c.feedback) if gen.error is None else ""
+        staged = c.settings.staged_feedback
+        if gen.error is None and (staged or (staged is None and getattr(task, "framing", None) == "text")):
+            from cudaperf.env.text2cuda import staged_validation
+
+            timing = task.size_configs[task.timing_config] if hasattr(task, "size_configs") else None
+            fb = staged_validation(result, timing) + "\n" + fb
+        accepted = None
+        if c.settings.strategy == "evolve":
+            from cudaperf.env.text2cuda import best_block, evolve_accepts
+
+            accepted = gen.error is None and evolve_accepts(self.best[2] if self.best else None, result,
+                                                            c.settings.evolve_margin)
+            if accepted:
+                self.best = (self.turn, code or "", result)
+            if self.best is not None:
+                fb = (f"{fb}\nThis answer was {'accepted as the new best' if accepted else 'not accepted'}.\n"
+                      + best_block(self.best[1], self.best[2], self.best[0], c.settings.evolve_margin))
         rb: RewardBreakdown | None = None
         if gen.error is None:
             rb = reward(task, gen.text, result, c.reward, c.structural)
@@ -224,7 +256,8 @@ class RefineEnv:
         meta = c.task_meta.get(task.id, {})
         status = "policy_error" if gen.error is not None else result.status
         rec = TurnRecord(
-            task_id=task.id, task_kind=task.kind, sample=self.sample, turn=self.turn,
+            task_id=task.id, task_kind="text" if getattr(task, "framing", None) == "text" else task.kind,
+            sample=self.sample, turn=self.turn,
             candidate_id=candidate_id(self.sample, self.turn), family=meta.get("family"), level=meta.get("level"),
             status=status, stage=result.stage.value, compiled=result.compile is not None and result.compile.ok,
             correct=bool(result.correct and gen.error is None),
@@ -237,7 +270,7 @@ class RefineEnv:
             reward=rb.total if rb else None, reward_terms=dict(rb.terms) if rb else {},
             features=feats, prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens,
             finish_reason=gen.finish_reason, latency_s=round(gen.latency_s, 4), feedback=fb, stop=stop,
-            speedup_flag=result.speedup_flag, gen_error=gen.error)
+            speedup_flag=result.speedup_flag, gen_error=gen.error, accepted=accepted)
         item = SummaryItem(task.id, self.sample, self.turn, self.history, code, fb, result, feats)
         return rec, stop, item
 

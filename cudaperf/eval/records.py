@@ -6,7 +6,8 @@ RUN_DIR/
                       "generation": Generation.to_dict(), "prompt": [messages]}), appended as they complete
     results.jsonl     the harness's :class:`~cudaperf.harness.store.ResultStore` (one EvaluationResult per
                       candidate, candidate_id ``s{sample}-t{turn}``), appended as candidates are judged
-    turns.jsonl       one :class:`TurnRecord` per (task, sample, turn), appended as each turn completes
+    turns.jsonl       one :class:`TurnRecord` per (task, sample, turn), appended as each turn completes; a text
+                      task's spec turn is one more record per (task, sample), ``phase = "spec"`` (not judged)
     metrics.json      written by ``cudaperf report`` (and at the end of ``cudaperf eval``)
     report.html       idem, self-contained (PNG plots inlined)
 
@@ -70,6 +71,13 @@ class TurnRecord:
     """Set on a trajectory's last turn: one of :data:`STOP_REASONS`."""
     speedup_flag: str | None = None
     gen_error: str | None = None
+    phase: str = "kernel"
+    """``kernel`` (a judged CUDA answer) or ``spec`` (a text task's spec turn: not judged, left out of every metric;
+    :mod:`cudaperf.env.text2cuda`)."""
+    spec: str | None = None
+    """A spec turn's specification (the <SPEC> block, else the raw answer)."""
+    accepted: bool | None = None
+    """``--strategy evolve``: whether this turn's candidate became the best kept (None under ``refine``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -12,6 +12,9 @@ Semantics:
   error where those count) beats one that is not (unscored); then correct beats not correct; among correct ones,
   a known speedup beats an unknown one and the higher speedup wins; among incorrect ones, compiled beats not
   compiled, then the further harness stage wins; a tie keeps the earlier turn.
+* Under ``--strategy evolve`` (records carry ``accepted``) best-by-turn is the last accepted candidate (the best
+  the evolution kept), falling back to the rule above when none was accepted (:func:`final_by_turn`). A text
+  task's spec turn (``phase = "spec"``) is not judged and is in no metric.
 * "Final" is best-by-turn at the run's last turn: the outcome of a sample that is allowed to refine. The summary
   (:func:`cudaperf.eval.metrics.summarize`) is computed over the final outcomes, and pass@1, geo-mean speedup@1,
   fast_1@1 and compile rate per turn and best-by-turn.
@@ -250,6 +253,8 @@ def load_run(run_dir: str | Path) -> Run:
                 raise RunFormatError(f"{path}:{i}: not valid JSON ({what})") from None
             if not isinstance(obj, dict):
                 raise RunFormatError(f"{path}:{i}: expected a JSON object (a turn record), got {type(obj).__name__}")
+            if obj.get("phase") == "spec":  # a text task's spec turn: recorded, never judged, in no metric
+                continue
             problem = _record_problem(obj)
             if problem:
                 raise RunFormatError(f"{path}:{i}: {problem}")
@@ -310,6 +315,19 @@ def best_by_turn(traj: Sequence[TurnRecord], turn: int, settings: MetricSettings
         if best is None or _rank(r, settings) > _rank(best, settings):
             best = r
     return best
+
+
+def final_by_turn(traj: Sequence[TurnRecord], turn: int, settings: MetricSettings = MetricSettings()
+                  ) -> TurnRecord | None:
+    """A trajectory's outcome over turns <= ``turn``: under ``--strategy evolve`` (records with ``accepted`` set)
+    its last accepted candidate, the best it kept, else :func:`best_by_turn` (which is also the answer under
+    ``refine``, and for an evolve trajectory that never had a correct candidate)."""
+    upto = [r for r in traj if r.turn <= turn]
+    if any(r.accepted is not None for r in upto):
+        kept = [r for r in upto if r.accepted]
+        if kept:
+            return kept[-1]
+    return best_by_turn(traj, turn, settings)
 
 
 def outcome_category(rec: TurnRecord) -> str:
@@ -379,7 +397,7 @@ def build_metrics(run: Run, settings: MetricSettings = MetricSettings()) -> dict
         by_task[task].append(traj)
 
     def final(traj):
-        return best_by_turn(traj, last_turn, settings)
+        return final_by_turn(traj, last_turn, settings)
 
     final_by_task = _samples_by_task(by_task, final)
     summary = summarize(final_by_task, settings)
@@ -389,7 +407,7 @@ def build_metrics(run: Run, settings: MetricSettings = MetricSettings()) -> dict
         by_turn.append(_turn_row(t, summarize(
             _samples_by_task(by_task, lambda traj: outcome_at(traj, t)), turn_settings)))
         best_turn.append(_turn_row(t, summarize(
-            _samples_by_task(by_task, lambda traj: best_by_turn(traj, t, settings)), turn_settings)))
+            _samples_by_task(by_task, lambda traj: final_by_turn(traj, t, settings)), turn_settings)))
 
     finals = {key: final(traj) for key, traj in trajs.items()}
     first = {}

@@ -153,8 +153,19 @@ class EvalOptions:
     max_minutes: float | None = None
     chunk: int = 16
     """Requests per policy call (answers are recorded after each)."""
+    strategy: str = "refine"
+    """``refine`` (today's loop) or ``evolve`` (:class:`cudaperf.env.refine.EnvSettings`)."""
+    evolve_margin: float = 0.02
+    spec_turn: bool = True
+    """Text tasks: a spec turn before the kernel turns (not counted in ``turns``)."""
+    staged_feedback: bool | None = None
+    """Progressive-validation stages in the feedback: None for text tasks only, True / False for every task."""
 
     def __post_init__(self) -> None:
+        if self.strategy not in ("refine", "evolve"):
+            raise ValueError("strategy must be 'refine' or 'evolve'")
+        if not self.evolve_margin >= 0:
+            raise ValueError("evolve_margin must be >= 0")
         if self.samples < 1 or self.turns < 1:
             raise ValueError("samples and turns must be >= 1")
         if self.summarizer not in ("policy", "template"):
@@ -226,10 +237,18 @@ def run_eval(policy: Policy, ts: TaskSet, run_dir: str | Path, options: EvalOpti
     if not ts.tasks:
         raise ValueError(f"--tasks {ts.spec} holds no task")
     o = options
-    _check_or_write_header(run_dir, _header(policy, ts, o, settings_record or {}))
+    loop = {"strategy": o.strategy, "evolve_margin": o.evolve_margin, "spec_turn": o.spec_turn,
+            "staged_feedback": o.staged_feedback}
+    header = _check_or_write_header(run_dir, _header(policy, ts, o, {**(settings_record or {}), **loop}))
+    was_loop = {k: header.settings.get(k, v) for k, v in {"strategy": "refine", "evolve_margin": 0.02,
+                                                           "spec_turn": True, "staged_feedback": None}.items()}
+    if was_loop != loop:
+        raise RunDirError(f"{run_dir} holds another run ({was_loop} there, {loop} now): give a new --out, or the "
+                          "same settings to resume it")
     cached = CachingPolicy(policy, run_dir / GENERATIONS, chunk=o.chunk)
     recorded_rows = _read_jsonl(run_dir / TURNS)
-    recorded = {(r["task_id"], r["sample"], r["turn"]): r for r in recorded_rows}
+    spec_done = {(r["task_id"], r["sample"]) for r in recorded_rows if r.get("phase") == "spec"}
+    recorded = {(r["task_id"], r["sample"], r["turn"]): r for r in recorded_rows if r.get("phase") != "spec"}
     turns_out = JsonlAppender(run_dir / TURNS)
     structural = None
     if o.ranker:
@@ -241,7 +260,9 @@ def run_eval(policy: Policy, ts: TaskSet, run_dir: str | Path, options: EvalOpti
                           progress=(lambda phase, n, total: progress("judge:" + phase, n, total)) if progress else None)
     summ_params = replace(o.sampling, max_new_tokens=min(256, o.sampling.max_new_tokens))
     ctx = EnvContext(
-        evaluator=evaluator, settings=EnvSettings(max_turns=o.turns, target_speedup=o.target_speedup, seed=o.seed),
+        evaluator=evaluator, settings=EnvSettings(max_turns=o.turns, target_speedup=o.target_speedup, seed=o.seed,
+                                                  strategy=o.strategy, evolve_margin=o.evolve_margin,
+                                                  staged_feedback=o.staged_feedback),
         prompt=PromptSettings(), fewshot=FewShotPool() if o.fewshot else None,
         summarizer=PolicySummarizer(cached, summ_params) if o.summarizer == "policy" else TemplateSummarizer(),
         reward=RewardSettings(preset=o.reward_preset), structural=structural,
@@ -249,11 +270,28 @@ def run_eval(policy: Policy, ts: TaskSet, run_dir: str | Path, options: EvalOpti
         max_new_tokens=o.sampling.max_new_tokens, task_meta=ts.meta,
         recorded={(tid, f"s{s}-t{t}") for (tid, s, t) in recorded})
     envs = [RefineEnv(ctx, task, sample) for task in ts.tasks for sample in range(o.samples)]
-    obs = {id(e): e.reset() for e in envs}
     n_new = 0
     n_answers = 0
     deadline = t_start + 60 * o.max_minutes if o.max_minutes is not None else None
     stops: dict[str, int] = {}
+    if o.spec_turn:  # Text2CUDA's spec turn: recorded, not judged; the kernel turns show the spec
+        from cudaperf.env.text2cuda import MISSING_SPEC_NOTE, parse_spec, spec_record, spec_request
+
+        text_envs = [e for e in envs if getattr(e.task, "framing", None) == "text"]
+        spec_reqs = [spec_request(e.task, e.sample) for e in text_envs]
+        spec_gens = cached.generate(spec_reqs, o.sampling, deadline=deadline) if spec_reqs else []
+        for e, g in zip(text_envs, spec_gens):
+            if g.error == BUDGET_ERROR:
+                e.done, e.stop = True, "budget"
+                continue
+            spec = parse_spec(g.text) if g.error is None else None
+            e.spec = spec if spec is not None else MISSING_SPEC_NOTE
+            if (e.task.id, e.sample) not in spec_done:
+                turns_out.append(spec_record(e.task, e.sample, g, spec, ts.meta.get(e.task.id)).to_dict())
+                spec_done.add((e.task.id, e.sample))
+                n_new += 1
+        n_answers += len(spec_reqs)
+    obs = {id(e): e.reset() for e in envs if not e.done}
     for turn in range(o.turns):
         active = [e for e in envs if not e.done]
         if not active:
@@ -297,7 +335,7 @@ def run_eval(policy: Policy, ts: TaskSet, run_dir: str | Path, options: EvalOpti
     for e in envs:
         if e.stop:
             stops[e.stop] = stops.get(e.stop, 0) + 1
-    return RunSummary(run_dir=run_dir, n_trajectories=len(envs), n_turns_recorded=len(recorded),
+    return RunSummary(run_dir=run_dir, n_trajectories=len(envs), n_turns_recorded=len(recorded) + len(spec_done),
                       n_turns_new=n_new, n_generated=cached.n_asked, generate_wall_s=cached.ask_wall_s,
                       n_judged=evaluator.n_judged, judge_wall_s=evaluator.judge_wall_s,
                       wall_s=time.monotonic() - t_start, stops=stops)

@@ -11,6 +11,9 @@
                        ``levelN`` folder); the level is read from the path
 ``pytorch``            the project's bundled PyTorch problems
 ``builtin``            the bundled example tasks (22 C functions and one C program)
+``text``               Text2CUDA: the shipped text tasks (a description and an interface; the C reference hidden),
+                       derived from ``test:c`` (docs/TEXT2CUDA.md)
+``text-as-c``          the same tasks, same ids, as C-to-CUDA (the C source shown): the two framings compare
 a path                 a task file (.jsonl / .parquet) or a task directory
 =====================  ==========================================================================================
 """
@@ -94,6 +97,17 @@ def _dataset_set(spec: str, column: str, kind: str | None, limit_spread: int | N
                    {t["id"]: {"family": t["family"], "level": None} for t in rows}, excluded)
 
 
+def _text_set(spec: str, as_c: bool) -> TaskSet:
+    from cudaperf.tasks.text import SOURCE_SET, load_text_tasks
+
+    src = load_taskset(SOURCE_SET)
+    by_id = {t.id: t for t in src.tasks}
+    texts = load_text_tasks(c_tasks=by_id)
+    tasks = tuple(by_id[t.source_id] for t in texts) if as_c else tuple(texts)
+    meta = {t.id: dict(src.meta[t.id]) for t in tasks}
+    return TaskSet(spec, "text_as_c" if as_c else "text", tasks, meta)
+
+
 def _kernelbench_level(path: str) -> str | None:
     m = re.search(r"level\s*_?(\d+)", path, re.I)
     return f"level{m.group(1)}" if m else None
@@ -142,6 +156,8 @@ def load_taskset(spec: str) -> TaskSet:
 
         tasks = load_pytorch_tasks(builtin_pytorch_dir())
         return TaskSet(spec, "pytorch", tuple(tasks), {t.id: {"family": None, "level": None} for t in tasks})
+    if name in ("text", "text-as-c") and not arg:
+        return _text_set(spec, as_c=name == "text-as-c")
     if name == "builtin" and not arg:
         from cudaperf.tasks import load_builtin_tasks
 
@@ -150,7 +166,7 @@ def load_taskset(spec: str) -> TaskSet:
     path = Path(spec)
     if not path.exists():
         raise TaskError(f"--tasks {spec}: not a task set (small, test[:c|:pytorch], test-family[:c|:pytorch], "
-                        "babeltower[:PATH], kernelbench:DIR, pytorch, builtin) and no such file or directory")
+                        "babeltower[:PATH], kernelbench:DIR, pytorch, builtin, text, text-as-c) and no such file or directory")
     if path.suffix == ".py" or (path.is_dir() and not (path / "task.json").exists()
                                 and any(path.rglob("*.py")) and not any(path.glob("*.jsonl"))):
         from cudaperf.tasks.pytorch import load_pytorch_tasks

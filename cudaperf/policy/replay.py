@@ -11,7 +11,9 @@ measured CUDA variants (oracle).
 ``extra["replay"]`` says which (``exact``, ``sample``, ``round_robin``) and ``extra["line"]`` the line used. A task
 with no rows gives an error Generation (``no recorded completion for ...``). The file is checked whole at load:
 a line that is not a JSON object, lacks ``task_id`` or ``completion``, has a ``sample`` or ``turn`` that is not a
-non-negative integer, or repeats another row's ``(task_id, sample, turn)`` fails with ``file:line``.
+non-negative integer, or repeats another row's ``(task_id, sample, turn)`` fails with ``file:line``. A row with
+``"purpose": "spec"`` answers only a Text2CUDA spec request (``purpose == "spec"``) of its task and sample (no
+``sample``: any sample); a spec request without such a row gets an error Generation.
 
 ``OraclePolicy(dataset=None, split=None)`` answers sample ``i`` of a task with its ``i``-th valid variant in
 descending measured speedup (:func:`cudaperf.dataset.measure.candidate_summary`), cycling, wrapped as
@@ -78,6 +80,7 @@ class ReplayPolicy:
         self._by_sample: dict[tuple[str, int], tuple[str, int]] = {}
         self._by_task: dict[str, list[tuple[str, int]]] = defaultdict(list)
         seen_no_turn: set[tuple[str, int]] = set()
+        self._spec: dict[tuple[str, int | None], tuple[str, int]] = {}
         for n, row in json_objects(self.path):
             where = f"{self.path}:{n}"
             task, completion = row.get("task_id"), row.get("completion")
@@ -87,6 +90,14 @@ class ReplayPolicy:
                 raise ValueError(f"{where}: 'completion' must be a string")
             sample = _index(row.get("sample"), "sample", where)
             turn = _index(row.get("turn"), "turn", where)
+            purpose = row.get("purpose", "candidate")
+            if purpose not in ("candidate", "spec"):
+                raise ValueError(f"{where}: 'purpose' must be 'candidate' or 'spec', got {purpose!r}")
+            if purpose == "spec":  # a Text2CUDA spec turn's answer: by (task, sample), else the task's sampleless row
+                if (task, sample) in self._spec:
+                    raise ValueError(f"{where}: repeats the spec row of task {task!r} sample {sample}")
+                self._spec[(task, sample)] = (completion, n)
+                continue
             if turn is not None and sample is None:
                 raise ValueError(f"{where}: a row with a 'turn' needs a 'sample'")
             entry = (completion, n)
@@ -131,6 +142,11 @@ class ReplayPolicy:
         for r in requests:
             if r.purpose == "summary":
                 out.append(_summary(r))
+                continue
+            if r.purpose == "spec":
+                spec = self._spec.get((r.task_id, r.sample)) or self._spec.get((r.task_id, None))
+                out.append(_answer(r, spec[0], {"replay": "spec", "line": spec[1]}) if spec else
+                           _fail(r, f"no recorded spec for task {r.task_id!r} (sample {r.sample}) in {self.path}"))
                 continue
             hit = self.lookup(r)
             if hit is None:
