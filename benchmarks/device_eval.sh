@@ -21,6 +21,8 @@
 #   harness   tests/gpu/test_gpu_harness.py (HARNESS_TEST_LIMIT seconds, default 300)
 #   oracletest  cudaperf eval --policy oracle on test:c x ORACLE_SAMPLES (default 2) x 1 turn: the dataset's own
 #             measured variants through every rule of the harness (runs/oracletest, tarred to OUT)
+#   text      the embedded model on the Text2CUDA tasks (issue 27): --tasks text under refine and under evolve,
+#             and --tasks text-as-c, TEXT_SAMPLES (default 3) x TEXT_TURNS (default 3), TEXT_MINUTES each (default 3)
 set -u
 : "${OUT:?set OUT to the output folder}"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -68,6 +70,16 @@ for step in "$@"; do
         | tee "$OUT/oracletest.log" | tail -25
       python3 -m cudaperf report runs/oracletest > "$OUT/oracletest_report.log" 2>&1
       tar czf "$OUT/oracletest_run.tgz" runs/oracletest ;;
+    text)
+      if [ ! -f /tmp/smol/model.gguf ]; then cat /tmp/smol/part0 .device/smol/part1 > /tmp/smol/model.gguf || exit 1; fi
+      export CUDAPERF_EMBEDDED_GGUF=/tmp/smol/model.gguf
+      for run in "text refine" "text evolve" "text-as-c refine"; do
+        read -r tset strat <<< "$run"
+        timeout $(( ${TEXT_MINUTES:-3} * 60 + 60 )) python3 -m cudaperf eval --policy embedded --tasks "$tset" --strategy "$strat" \
+          --samples "${TEXT_SAMPLES:-3}" --turns "${TEXT_TURNS:-3}" --batch-size 64 --max-new-tokens 1024 \
+          --summarizer template --max-minutes "${TEXT_MINUTES:-3}" --out "runs/$tset-$strat" 2>&1 | tee -a "$OUT/text.log" | tail -20
+        tar czf "$OUT/$tset-$strat.tgz" -C runs "$tset-$strat"
+      done ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done
