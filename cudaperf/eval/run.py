@@ -240,8 +240,8 @@ def run_eval(policy: Policy, ts: TaskSet, run_dir: str | Path, options: EvalOpti
     loop = {"strategy": o.strategy, "evolve_margin": o.evolve_margin, "spec_turn": o.spec_turn,
             "staged_feedback": o.staged_feedback}
     header = _check_or_write_header(run_dir, _header(policy, ts, o, {**(settings_record or {}), **loop}))
-    was_loop = {k: header.settings.get(k, v) for k, v in {"strategy": "refine", "evolve_margin": 0.02,
-                                                           "spec_turn": True, "staged_feedback": None}.items()}
+    defaults = EvalOptions()  # a run recorded before these settings existed ran with their defaults
+    was_loop = {k: header.settings.get(k, getattr(defaults, k)) for k in loop}
     if was_loop != loop:
         raise RunDirError(f"{run_dir} holds another run ({was_loop} there, {loop} now): give a new --out, or the "
                           "same settings to resume it")
