@@ -118,3 +118,50 @@ def test_cuda_kernel_tasks_get_hidden_tests_of_other_sizes_from_the_reference(bt
     t = with_hidden_tests(bt003, h)
     assert len(t.test_calls_cuda) == len(t.expected_outputs) == len(bt003.expected_outputs) + 3
     assert prepare_hidden_tests(bt003, seed=8).expected != h.expected  # the seed changes the values
+
+
+def test_hidden_tests_the_reference_kernel_fails_are_dropped(bt003):
+    """The GPU check's judgement of the reference kernel's printouts (the run itself needs a GPU): real expected
+    printouts of the C reference, another seed's printouts as a wrong answer."""
+    from cudaperf.harness.run_cuda_kernel import check_hidden_printouts, prepare_hidden_tests
+
+    exp = prepare_hidden_tests(bt003, seed=7).expected
+    other = prepare_hidden_tests(bt003, seed=8).expected
+    tol = bt003.tolerance
+    assert len(exp) == 3 and other[0] != exp[0]
+    c = check_hidden_printouts(exp, list(exp), tol, clean=True)
+    assert (c.kept, c.failed, c.stopped_at) == ((0, 1, 2), (), None)
+    c = check_hidden_printouts(exp, [other[0], exp[1], other[2]], tol, clean=True)  # wrong printouts: dropped
+    assert (c.kept, c.failed, c.stopped_at) == ((1,), (0, 2), None)
+    c = check_hidden_printouts(exp, [exp[0], None, None], tol, clean=False)  # crashed at hidden test 1
+    assert (c.kept, c.failed, c.stopped_at) == ((0,), (), 1)
+    c = check_hidden_printouts(exp, [other[0], exp[1], None], tol, clean=False)  # wrong, then a CUDA error
+    assert (c.kept, c.failed, c.stopped_at) == ((1,), (0,), 2)
+    c = check_hidden_printouts(exp, list(exp), tol, clean=False)  # every printout, then a crash at exit
+    assert (c.kept, c.failed, c.stopped_at) == ((0, 1), (), 2)
+    c = check_hidden_printouts(exp, [exp[0]], tol, clean=False)  # output cut short
+    assert (c.kept, c.stopped_at) == ((0,), 1)
+    c = check_hidden_printouts((), (), tol, clean=False)
+    assert (c.kept, c.failed, c.stopped_at) == ((), (), None)
+
+
+def test_a_reference_kernel_that_cannot_be_checked_leaves_the_candidate_unscored(bt003):
+    """Without a GPU the check cannot run: the candidate is unscored (harness), never judged on unchecked hidden
+    tests; without hidden tests there is nothing to check."""
+    from dataclasses import replace
+
+    from cudaperf.harness.run_cuda_kernel import HiddenTests, prepare_hidden_tests, validate_hidden_tests
+    from cudaperf.harness.settings import HarnessSettings
+
+    none = HiddenTests((), (), (), "visible tests only: x")
+    assert validate_hidden_tests(bt003, none, HarnessSettings(), None) is none
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not available")
+    from cudaperf.harness.run_c_function import HarnessError
+
+    broken = replace(bt003, reference_kernel=bt003.reference_kernel + "\nthis is not CUDA;\n")
+    with pytest.raises(HarnessError, match="reference kernel does not build"):
+        validate_hidden_tests(broken, prepare_hidden_tests(broken, seed=7), HarnessSettings(), None)
+    if shutil.which("nvidia-smi") is None:  # the reference kernel builds, but there is no GPU to run it on
+        with pytest.raises(HarnessError, match="no usable GPU"):
+            validate_hidden_tests(bt003, prepare_hidden_tests(bt003, seed=7), HarnessSettings(), None)

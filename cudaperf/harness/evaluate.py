@@ -215,7 +215,7 @@ def evaluate(
         elif isinstance(task, CudaKernelTask):
             from cudaperf.harness.run_cuda_kernel import run_kernel_candidate
 
-            res = run_kernel_candidate(task, build, res, settings, gpu_index)
+            res = run_kernel_candidate(task, build, res, settings, gpu_index, code)
         elif isinstance(task, CProgramTask):
             from cudaperf.harness.run_c_program import run_program_candidate
 

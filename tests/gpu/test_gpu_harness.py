@@ -143,6 +143,50 @@ def test_babeltower_reference_kernels_sample():
     for t in tasks:
         r = evaluate(t, t.reference_kernel, settings=SETTINGS)
         assert r.status == "scored" and r.correct, (t.id, r.failure)
+        _assert_validated_hidden_tests_counted(t, r)
+
+
+def _assert_validated_hidden_tests_counted(t, r):
+    """The result's hidden tests are the ones the reference kernel passed on the GPU, in order."""
+    from cudaperf.harness.run_cuda_kernel import prepare_hidden_tests, validate_hidden_tests
+
+    hidden = validate_hidden_tests(t, prepare_hidden_tests(t), SETTINGS, None)
+    counted = [x.config["hidden"] for x in r.tests if x.config]
+    assert counted == list(hidden.hows), (t.id, hidden.note)
+    assert len(r.tests) == len(t.expected_outputs) + len(hidden.calls)
+    return hidden
+
+
+# Their C and CUDA references disagree at some rewritten sizes (wrong output, or the test program killed by
+# SIGSEGV): without the GPU check of the hidden tests their own reference kernels failed.
+HIDDEN_DISAGREE = ("006", "010", "012", "015", "036", "047", "060", "094", "097", "106", "107", "138", "140", "166",
+                   "172", "174", "183")
+
+
+def test_babeltower_reference_kernels_pass_their_validated_hidden_tests(tmp_path):
+    """As a batch (compiles in parallel, the reference kernels' check programs built on the compile pool)."""
+    from cudaperf.harness.executor import Job, run_batch
+    from cudaperf.harness.run_cuda_kernel import prepare_hidden_tests
+    from cudaperf.tasks.babeltower import find_babeltower, load_babeltower
+
+    path = find_babeltower()
+    if path is None:
+        pytest.skip("BabelTower data not present")
+    wanted = {f"babeltower-{n}" for n in HIDDEN_DISAGREE}
+    tasks = [t for t in load_babeltower(path) if t.id in wanted]
+    if not tasks:
+        pytest.skip("none of these BabelTower tasks is in the data")
+    s = run_batch(tasks, [Job(t.id, "reference", t.reference_kernel) for t in tasks], tmp_path / "r.jsonl",
+                  settings=SETTINGS, gpus=[0])
+    by = {r.task_id: r for r in s.results}
+    assert set(by) == {t.id for t in tasks}
+    n_dropped = 0
+    for t in tasks:
+        r = by[t.id]
+        assert r.status == "scored" and r.correct, (t.id, r.failure)
+        hidden = _assert_validated_hidden_tests_counted(t, r)
+        n_dropped += len(prepare_hidden_tests(t).calls) - len(hidden.calls)
+    assert n_dropped > 0  # the check did drop some: these are the tasks it is for
 
 
 @pytest.mark.parametrize("rounds,pipelined,exclusive", [(3, False, False), (1, True, False), (3, False, True),
