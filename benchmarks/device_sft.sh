@@ -14,17 +14,25 @@
 #   sft-plain    cudaperf sft --objective plain into runs/sft-plain (SFT_MINUTES of training, default 6; rerun it
 #                in the next call to go on from its checkpoint: it resumes when runs/sft-plain has checkpoints)
 #   sft-cuset    the same with --objective cuset into runs/sft-cuset
-#   eval-base    cudaperf eval of the base model (hf:MODEL, the embedded one) on EVAL_TASKS (default small:20) x 5
+#   eval-base    cudaperf eval (prompts built to fit EVAL_CONTEXT tokens with the answer, default 4096: the sft
+#                steps' --max-length, so all three models see prompts like the training ones) of the base model (hf:MODEL, the embedded one) on EVAL_TASKS (default small:20) x 5
 #                samples x EVAL_TURNS (default 1) turns into runs/eval-base (EVAL_MINUTES, default 7; resumable)
 #   eval-plain   the same with the plain adapter (hf:MODEL+runs/sft-plain/adapter) into runs/eval-sft-plain
 #   eval-cuset   the same with the CuSeT adapter into runs/eval-sft-cuset
+#   unpack       the adapters back from .device/adapters/adapter-*.tgz.* (carry that folder) for an eval on a new
+#                machine
 #   genprobe     benchmarks/generation_probe.py on the base model: seconds per batch of 16, 64, 128 answers
-#                (GENPROBE_SIZES) of EVAL_TASKS' prompts, to size EVAL_BATCH so that a chunk ends inside EVAL_MINUTES
-# Each sft step copies its run record and TensorBoard logs to OUT; each eval step its metrics and report.
+#                (GENPROBE_SIZES, default 64,256) of EVAL_TASKS' prompts, to size EVAL_BATCH (default 400: a decoding
+#                step of the embedded model costs about 80 ms whatever the batch, session 17, so one chunk per task
+#                set) so that a chunk ends inside EVAL_MINUTES; GENPROBE_PROFILE=1 adds torch.profiler's table
+#   decode       benchmarks/decode_overhead.py: ms a decoding step of the embedded model's shape beside the same
+#                depth at width 64, batches 1, 64, 256 (random weights, about a minute)
+# Each sft step returns OUT/sft-OBJECTIVE.tgz (run record, TensorBoard logs, log) and its adapter as
+# OUT/adapter-OBJECTIVE.tgz.NN (15 MiB parts); each eval step OUT/RUN.tgz (its run directory, metrics and report).
 set -u
 : "${OUT:?set OUT to the output folder}"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  .whl/*.whl > "$OUT/pip.log" 2>&1 || { cat "$OUT/pip.log"; exit 1; }
+  .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export CUDAPERF_CACHE=/tmp/cpcache
 join_gguf() {
@@ -39,15 +47,21 @@ join_gguf() {
 }
 sft() {  # $1 = objective
   local dir="runs/sft-$1" extra=""
+  mkdir -p runs
   [ -d "$dir/checkpoints" ] && ls "$dir/checkpoints" | grep -q '^checkpoint-' && extra="--resume"
   timeout $(( ${SFT_MINUTES:-6} * 60 + 180 )) python3 -m cudaperf sft --model "$MODEL_DIR" --objective "$1" \
-    --out "$dir" --max-minutes "${SFT_MINUTES:-6}" --no-eval $extra ${SFT_ARGS:-} 2>&1 | tee -a "$OUT/sft-$1.log" | tail -40
-  mkdir -p "$OUT/sft-$1" && cp "$dir/sft_run.json" "$OUT/sft-$1/" 2>/dev/null
-  [ -d "$dir/tb" ] && tar czf "$OUT/sft-$1/tb.tgz" -C "$dir" tb
+    --out "$dir" --max-minutes "${SFT_MINUTES:-6}" --no-eval $extra ${SFT_ARGS:-} > "$dir.log" 2>&1
+  tail -12 "$dir.log"
+  # returned files are few (8 a call): the run record, TensorBoard logs and log in one, then the adapter, at once
+  # (15 MiB parts: a returned file is at most 16 MiB), so a later step cut by the call's limit cannot lose it;
+  # `unpack` puts it back on a new machine
+  tar czf "$OUT/sft-$1.tgz" -C runs "sft-$1.log" $(cd runs && ls -d "sft-$1/sft_run.json" "sft-$1/tb" 2>/dev/null)
+  [ -d "$dir/adapter" ] && tar czf - -C runs "sft-$1/adapter" | split -b 15M -d - "$OUT/adapter-$1.tgz."
 }
-evaluate() {  # $1 = run name, $2 = policy
+evaluate() {  # $1 = run name, $2 = policy; EVAL_TAG (default none) is appended to the run name
   timeout $(( ${EVAL_MINUTES:-7} * 60 + 60 )) python3 -m cudaperf eval --policy "$2" --tasks "${EVAL_TASKS:-small:20}" \
-    --samples 5 --turns "${EVAL_TURNS:-1}" --batch-size "${EVAL_BATCH:-64}" --max-new-tokens 1024 --summarizer template \
+    --samples 5 --turns "${EVAL_TURNS:-1}" --batch-size "${EVAL_BATCH:-400}" --max-new-tokens 1024 --summarizer template \
+    --context-tokens "${EVAL_CONTEXT:-4096}" ${GENPROBE_PROFILE:+--profile "$OUT/genprofile.txt"} \
     --max-minutes "${EVAL_MINUTES:-7}" --out "runs/$1" 2>&1 | tee -a "$OUT/$1.log" | tail -30
   tar czf "$OUT/$1.tgz" -C runs "$1"
 }
@@ -61,11 +75,18 @@ for step in "$@"; do
       python3 -c 'import tensorboard; print("tensorboard", tensorboard.__version__)' || echo "no tensorboard" ;;
     sft-plain) join_gguf; sft plain ;;
     sft-cuset) join_gguf; sft cuset ;;
-    eval-base) join_gguf; evaluate eval-base "hf:$MODEL_DIR" ;;
-    eval-plain) join_gguf; evaluate eval-sft-plain "hf:$MODEL_DIR+runs/sft-plain/adapter" ;;
-    eval-cuset) join_gguf; evaluate eval-sft-cuset "hf:$MODEL_DIR+runs/sft-cuset/adapter" ;;
+    eval-base) join_gguf; evaluate "eval-base${EVAL_TAG:-}" "hf:$MODEL_DIR" ;;
+    eval-plain) join_gguf; evaluate "eval-sft-plain${EVAL_TAG:-}" "hf:$MODEL_DIR+runs/sft-plain/adapter" ;;
+    eval-cuset) join_gguf; evaluate "eval-sft-cuset${EVAL_TAG:-}" "hf:$MODEL_DIR+runs/sft-cuset/adapter" ;;
+    decode) timeout "${DECODE_LIMIT:-150}" python3 benchmarks/decode_overhead.py --batches 1,64,256 \
+        --out "$OUT/decode_overhead.json" ;;
+    unpack)
+      mkdir -p runs && for o in plain cuset; do
+        ls .device/adapters/adapter-$o.tgz.* > /dev/null 2>&1 && cat .device/adapters/adapter-$o.tgz.* | tar xzf - -C runs
+      done; ls runs/*/adapter ;;
     genprobe) join_gguf; timeout "${GENPROBE_LIMIT:-400}" python3 benchmarks/generation_probe.py --model "$MODEL_DIR" \
-        --tasks "${EVAL_TASKS:-small:20}" --sizes "${GENPROBE_SIZES:-16,64,128}" --out "$OUT/genprobe.jsonl" ;;
+        --context-tokens "${EVAL_CONTEXT:-4096}" ${GENPROBE_PROFILE:+--profile "$OUT/genprofile.txt"} \
+        --tasks "${EVAL_TASKS:-small:20}" --sizes "${GENPROBE_SIZES:-64,256}" --out "$OUT/genprobe.jsonl" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done

@@ -202,3 +202,30 @@ def test_from_loaded_leaves_the_models_generation_config_alone(tiny_model_dir):
     params = SamplingParams(temperature=0, max_new_tokens=8)
     assert texts(p.generate(REQUESTS, params)) == texts(plain.generate(REQUESTS, params))
     assert model.generation_config.to_dict() == before
+
+
+def test_eval_context_tokens_reaches_the_policy_and_is_checked(tmp_path, tiny_model_dir):
+    """``cudaperf eval --context-tokens``: the local policy's context is the one given (SFT adapters are evaluated
+    at their training --max-length), recorded in run.json; one that leaves no room for the answer is refused."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from cudaperf.cli import app
+
+    runner = CliRunner()
+    base = ["eval", "--policy", f"hf:{tiny_model_dir}", "--compile-only", "--tasks", "builtin", "--limit", "1",
+            "--samples", "1", "--turns", "1", "--max-new-tokens", "16"]
+    bad = runner.invoke(app, [*base, "--context-tokens", "16", "--out", str(tmp_path / "bad")])
+    assert bad.exit_code != 0 and "leaves no room for a prompt" in bad.output
+    other = runner.invoke(app, ["eval", "--policy", "oracle", "--compile-only", "--context-tokens", "4096",
+                                "--out", str(tmp_path / "oracle")])
+    assert other.exit_code != 0 and "for local models" in other.output
+    ok = runner.invoke(app, [*base, "--context-tokens", "200", "--out", str(tmp_path / "ok")])
+    assert ok.exit_code == 0, ok.output
+    record = json.loads((tmp_path / "ok" / "run.json").read_text())
+    assert "'context_tokens': 200" in str(record) or '"context_tokens": 200' in json.dumps(record)
+    turns = [json.loads(line) for line in (tmp_path / "ok" / "turns.jsonl").read_text().splitlines()]
+    # the built-in prompt does not fit the tiny model even zero-shot: the error names the context given, not the
+    # model's own 256
+    assert turns and all("does not fit the context of 200 tokens" in (t["gen_error"] or "") for t in turns)

@@ -72,6 +72,10 @@ def eval_command(
     concurrency: int = typer.Option(8, help="openai policies: requests in flight at once."),
     batch_size: int = typer.Option(64, "--batch-size", help="Local models: prompts per generate call; also how "
                                    "many answers are recorded at a time."),
+    context_tokens: Optional[int] = typer.Option(None, "--context-tokens", help="Local models: the context "
+                                                 "(prompt + answer) in tokens, few-shot examples dropped to fit; "
+                                                 "default the model's. Evaluate a cudaperf sft adapter at its "
+                                                 "--max-length (4096 by default) to prompt as it was trained."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N tasks of the set."),
     task_ids: Optional[str] = typer.Option(None, "--task-ids", help="Comma-separated task ids of the set."),
     compile_only: bool = typer.Option(False, "--compile-only", help="No GPU: static checks and nvcc only "
@@ -162,6 +166,13 @@ def eval_command(
         kind = policy.split(":", 1)[0]
         opts = ({"concurrency": concurrency} if kind == "openai" else
                 {"batch_size": batch_size} if kind in ("embedded", "hf") else {})
+        if context_tokens is not None:
+            if kind not in ("embedded", "hf"):
+                _fail(f"--context-tokens is for local models (embedded, hf:), not {kind!r}")
+            if context_tokens <= max_new_tokens:
+                _fail(f"--context-tokens {context_tokens} leaves no room for a prompt beside --max-new-tokens "
+                      f"{max_new_tokens}")
+            opts["context_tokens"] = context_tokens
         pol = load_policy(policy, **opts)
     except (PolicyError, ValueError, FileNotFoundError) as exc:
         _fail(f"policy {policy}: {exc}")
@@ -171,7 +182,8 @@ def eval_command(
         try:
             summary = run_eval(pol, ts, out, options, harness_settings=harness, progress=progress, executor=ex,
                                settings_record={"policy_spec": policy, "executor": ex.name, "concurrency": concurrency,
-                                                "batch_size": batch_size, "summarizer": summarizer,
+                                                "batch_size": batch_size, "context_tokens": context_tokens,
+                                                "summarizer": summarizer,
                                                 "fewshot": fewshot, "timing_budget_ms": timing_budget_ms,
                                                 "max_reps": max_reps,
                                                 "ranker": str(ranker) if ranker else None})

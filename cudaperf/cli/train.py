@@ -258,7 +258,9 @@ def sft_command(
                                  device="cpu" if cpu else "auto", max_minutes=max_minutes, cuset=cuset)
         ev = SFTEvalSettings(tasks=eval_tasks, samples=eval_samples, turns=eval_turns, compile_only=compile_only,
                              limit=eval_limit, max_new_tokens=eval_max_new_tokens, batch_size=eval_batch_size,
-                             seed=seed)
+                             seed=seed,
+                             # prompts built as the training ones were, where the answer budget leaves room
+                             context_tokens=max_length if max_length > eval_max_new_tokens else None)
         if ev.samples < 1 or ev.turns < 1:
             raise ValueError("--eval-samples and --eval-turns must be >= 1")
     except ValueError as exc:
@@ -288,7 +290,8 @@ def sft_command(
         _evaluate(result, ev, eval_out or (out / "eval"))
     else:
         console.print(f"evaluate later: cudaperf eval --policy hf:{result.model_dir}+{result.adapter_dir} "
-                      f"--tasks {eval_tasks} --out {eval_out or (out / 'eval')}")
+                      f"--tasks {eval_tasks}" + (f" --context-tokens {ev.context_tokens}" if ev.context_tokens else "")
+                      + f" --out {eval_out or (out / 'eval')}")
 
 
 def _evaluate(result, ev, run_dir: Path) -> None:
@@ -304,7 +307,8 @@ def _evaluate(result, ev, run_dir: Path) -> None:
     from cudaperf.train.sft import SFTEvalOutcome, evaluate_adapter, with_eval
 
     later = (f"cudaperf eval --policy hf:{result.model_dir}+{result.adapter_dir} --tasks {ev.tasks} "
-             f"--samples {ev.samples} --turns {ev.turns} --out {run_dir}")
+             f"--samples {ev.samples} --turns {ev.turns}"
+             + (f" --context-tokens {ev.context_tokens}" if ev.context_tokens else "") + f" --out {run_dir}")
     if not ev.compile_only and gpu_count() == 0:  # as cudaperf eval: no GPU, no judging (unless compile-only)
         with_eval(result.record_path, SFTEvalOutcome(False, "no NVIDIA GPU visible"))
         console.print("held-out evaluation skipped: no NVIDIA GPU is visible (pass --compile-only to judge static "

@@ -186,6 +186,9 @@ class SFTEvalSettings:
     batch_size: int = 64
     summarizer: str = "policy"
     seed: int = 0
+    context_tokens: int | None = None
+    """Prompt + answer in tokens (few-shot examples dropped to fit): the training run's ``max_length_tokens``, so
+    the held-out prompts are built as the training ones were; None: the model's context."""
 
 
 # --------------------------------------------------------------------------------------------------- examples
@@ -638,10 +641,11 @@ def evaluate_adapter(model_dir: str | Path, adapter_dir: str | Path, run_dir: st
                           compile_only=s.compile_only, summarizer=s.summarizer, chunk=s.batch_size)
     log(f"held-out evaluation: {len(ts.tasks)} tasks ({ts.benchmark}) x {s.samples} samples x up to {s.turns} "
         f"turns, policy {spec}" + (" (compile only)" if s.compile_only else ""))
-    pol = load_policy(spec, batch_size=s.batch_size)
+    pol = load_policy(spec, batch_size=s.batch_size, context_tokens=s.context_tokens)
     try:
         run_eval(pol, ts, run_dir, options, progress=progress,
-                 settings_record={"policy_spec": spec, "batch_size": s.batch_size, "summarizer": s.summarizer,
+                 settings_record={"policy_spec": spec, "batch_size": s.batch_size,
+                                  "context_tokens": s.context_tokens, "summarizer": s.summarizer,
                                   "fewshot": True, "from": "cudaperf sft"})
     finally:
         pol.close()
