@@ -14,7 +14,7 @@
 #   sft-plain    cudaperf sft --objective plain into runs/sft-plain (SFT_MINUTES of training, default 6; rerun it
 #                in the next call to go on from its checkpoint: it resumes when runs/sft-plain has checkpoints)
 #   sft-cuset    the same with --objective cuset into runs/sft-cuset
-#   eval-base    cudaperf eval (prompts built to fit EVAL_CONTEXT tokens with the answer, default 4096: the sft
+#   eval-base    cudaperf eval (EVAL_STATIC=1: --static-cache; prompts built to fit EVAL_CONTEXT tokens with the answer, default 4096: the sft
 #                steps' --max-length, so all three models see prompts like the training ones) of the base model (hf:MODEL, the embedded one) on EVAL_TASKS (default small:20) x 5
 #                samples x EVAL_TURNS (default 1) turns into runs/eval-base (EVAL_MINUTES, default 7; resumable)
 #   eval-plain   the same with the plain adapter (hf:MODEL+runs/sft-plain/adapter) into runs/eval-sft-plain
@@ -24,7 +24,8 @@
 #   genprobe     benchmarks/generation_probe.py on the base model: seconds per batch of 16, 64, 128 answers
 #                (GENPROBE_SIZES, default 64,256) of EVAL_TASKS' prompts, to size EVAL_BATCH (default 400: a decoding
 #                step of the embedded model costs about 80 ms whatever the batch, session 17, so one chunk per task
-#                set) so that a chunk ends inside EVAL_MINUTES; GENPROBE_PROFILE=1 adds torch.profiler's table
+#                set) so that a chunk ends inside EVAL_MINUTES; GENPROBE_PROFILE=1 adds torch.profiler's table,
+#                GENPROBE_STATIC=1 the first size again with the static (compiled) KV cache
 #   decode       benchmarks/decode_overhead.py: ms a decoding step of the embedded model's shape beside the same
 #                depth at width 64, batches 1, 64, 256 (random weights, about a minute)
 # Each sft step returns OUT/sft-OBJECTIVE.tgz (run record, TensorBoard logs, log) and its adapter as
@@ -61,7 +62,7 @@ sft() {  # $1 = objective
 evaluate() {  # $1 = run name, $2 = policy; EVAL_TAG (default none) is appended to the run name
   timeout $(( ${EVAL_MINUTES:-7} * 60 + 60 )) python3 -m cudaperf eval --policy "$2" --tasks "${EVAL_TASKS:-small:20}" \
     --samples 5 --turns "${EVAL_TURNS:-1}" --batch-size "${EVAL_BATCH:-400}" --max-new-tokens 1024 --summarizer template \
-    --context-tokens "${EVAL_CONTEXT:-4096}" ${GENPROBE_PROFILE:+--profile "$OUT/genprofile.txt"} \
+    --context-tokens "${EVAL_CONTEXT:-4096}" ${EVAL_STATIC:+--static-cache} \
     --max-minutes "${EVAL_MINUTES:-7}" --out "runs/$1" 2>&1 | tee -a "$OUT/$1.log" | tail -30
   tar czf "$OUT/$1.tgz" -C runs "$1"
 }
@@ -86,6 +87,7 @@ for step in "$@"; do
       done; ls runs/*/adapter ;;
     genprobe) join_gguf; timeout "${GENPROBE_LIMIT:-400}" python3 benchmarks/generation_probe.py --model "$MODEL_DIR" \
         --context-tokens "${EVAL_CONTEXT:-4096}" ${GENPROBE_PROFILE:+--profile "$OUT/genprofile.txt"} \
+        ${GENPROBE_STATIC:+--static-cache} \
         --tasks "${EVAL_TASKS:-small:20}" --sizes "${GENPROBE_SIZES:-64,256}" --out "$OUT/genprobe.jsonl" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac

@@ -32,6 +32,8 @@ def main() -> None:
     ap.add_argument("--profile", help="also write torch.profiler's table (CPU and CUDA time by op) of one short "
                     "generate (the first size, --profile-tokens new tokens) to this file")
     ap.add_argument("--profile-tokens", type=int, default=32)
+    ap.add_argument("--static-cache", action="store_true", help="then the first size again with HFPolicy's "
+                    "static_cache (compiled on a GPU), twice: the first call includes the compilation")
     a = ap.parse_args()
     import torch
 
@@ -71,6 +73,24 @@ def main() -> None:
             sink.flush()
     if sink:
         sink.close()
+    if a.static_cache:  # (the first policy stays: the prompts count tokens with it)
+        static = HFPolicy(a.model, adapter=a.adapter, batch_size=sizes[0], context_tokens=a.context_tokens,
+                          static_cache=True)
+        reqs = [RefineEnv(ctx, tasks[i % len(tasks)], i // len(tasks)).reset().request for i in range(sizes[0])]
+        for attempt in ("first (compiles)", "second"):
+            t = time.monotonic()
+            gens = static.generate(reqs, SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=a.max_new_tokens))
+            wall = time.monotonic() - t
+            done = sum(g.completion_tokens or 0 for g in gens)
+            row = {"batch": sizes[0], "temperature": 0.7, "static_cache": attempt, "wall_s": round(wall, 2),
+                   "new_tokens_per_s": round(done / wall), "answers_per_s": round(sizes[0] / wall, 3),
+                   "errors": sum(g.error is not None for g in gens),
+                   "first_error": next((g.error for g in gens if g.error), None)}
+            print(json.dumps(row), flush=True)
+            if a.out:
+                with open(a.out, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+        pol = static
     if a.profile:
         _profile(pol, ctx, tasks, sizes[0], a.profile_tokens, a.profile)
 

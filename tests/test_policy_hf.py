@@ -229,3 +229,22 @@ def test_eval_context_tokens_reaches_the_policy_and_is_checked(tmp_path, tiny_mo
     # the built-in prompt does not fit the tiny model even zero-shot: the error names the context given, not the
     # model's own 256
     assert turns and all("does not fit the context of 200 tokens" in (t["gen_error"] or "") for t in turns)
+
+
+def test_static_cache_gives_the_dynamic_caches_answers(tiny_model_dir, policy):
+    """Bucketed left padding and filler rows change no answer: greedy and seeded sampling decode the same tokens
+    with the static cache (what transformers compiles on a GPU) as with the dynamic one; two chunks, the second
+    filled with filler rows."""
+    static = HFPolicy(tiny_model_dir, device="cpu", batch_size=2, static_cache=True, length_bucket=16)
+    try:
+        for params in (SamplingParams(temperature=0, max_new_tokens=8),
+                       SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=8, seed=3)):
+            want = policy.generate(REQUESTS, params)
+            got = static.generate(REQUESTS, params)
+            assert texts(got) == texts(want)
+            assert [g.completion_tokens for g in got] == [g.completion_tokens for g in want]
+            assert [g.finish_reason for g in got] == [g.finish_reason for g in want]
+    finally:
+        static.close()
+    with pytest.raises(ValueError, match="length_bucket"):
+        HFPolicy(tiny_model_dir, device="cpu", static_cache=True, length_bucket=0)

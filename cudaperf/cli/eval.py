@@ -76,6 +76,9 @@ def eval_command(
                                                  "(prompt + answer) in tokens, few-shot examples dropped to fit; "
                                                  "default the model's. Evaluate a cudaperf sft adapter at its "
                                                  "--max-length (4096 by default) to prompt as it was trained."),
+    static_cache: bool = typer.Option(False, "--static-cache", help="Local models: decode with a static KV cache, "
+                                      "which transformers compiles on a GPU (CUDA graphs); prompts padded to "
+                                      "buckets of 256 tokens, batches filled. Each new shape costs a compilation."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N tasks of the set."),
     task_ids: Optional[str] = typer.Option(None, "--task-ids", help="Comma-separated task ids of the set."),
     compile_only: bool = typer.Option(False, "--compile-only", help="No GPU: static checks and nvcc only "
@@ -173,6 +176,10 @@ def eval_command(
                 _fail(f"--context-tokens {context_tokens} leaves no room for a prompt beside --max-new-tokens "
                       f"{max_new_tokens}")
             opts["context_tokens"] = context_tokens
+        if static_cache:
+            if kind not in ("embedded", "hf"):
+                _fail(f"--static-cache is for local models (embedded, hf:), not {kind!r}")
+            opts["static_cache"] = True
         pol = load_policy(policy, **opts)
     except (PolicyError, ValueError, FileNotFoundError) as exc:
         _fail(f"policy {policy}: {exc}")
@@ -183,6 +190,7 @@ def eval_command(
             summary = run_eval(pol, ts, out, options, harness_settings=harness, progress=progress, executor=ex,
                                settings_record={"policy_spec": policy, "executor": ex.name, "concurrency": concurrency,
                                                 "batch_size": batch_size, "context_tokens": context_tokens,
+                                                "static_cache": static_cache,
                                                 "summarizer": summarizer,
                                                 "fewshot": fewshot, "timing_budget_ms": timing_budget_ms,
                                                 "max_reps": max_reps,

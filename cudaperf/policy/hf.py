@@ -20,6 +20,11 @@ Decisions:
   prompt, whichever is smaller. A prompt that fills the context gets an error Generation
   (``extra["error_type"] == "context_length_exceeded"``); so does a batch that fails (after halving it on a CUDA
   out-of-memory error, down to one request).
+* ``static_cache=True`` (``hf:...`` option, ``cudaperf eval --static-cache``) decodes with transformers' static KV
+  cache, which transformers compiles (``torch.compile``, CUDA graphs) on a GPU: a decoding step of a small model is
+  otherwise bound by the eager forward's per-op overhead (``benchmarks/decode_overhead.py``). So that a compiled
+  step is reused, prompts are left-padded to a multiple of ``length_bucket`` tokens and every batch is filled to
+  ``batch_size`` rows (filler rows are dropped). Off by default: each new shape costs a compilation.
 * ``latency_s`` is the wall time of the batch the request ran in.
 * ``device="auto"`` takes the first CUDA GPU when there is one, else the CPU; ``dtype="auto"`` is bfloat16 on a GPU
   that supports it (float16 otherwise) and float32 on the CPU.
@@ -113,7 +118,8 @@ class HFPolicy:
     """A transformers causal LM (and optional PEFT adapter) answering chat requests in batches."""
 
     def __init__(self, model_dir: str | Path, adapter: str | Path | None = None, device: str = "auto",
-                 dtype: str = "auto", batch_size: int = 16, context_tokens: int | None = None):
+                 dtype: str = "auto", batch_size: int = 16, context_tokens: int | None = None,
+                 static_cache: bool = False, length_bucket: int = 256):
         path = check_model_dir(model_dir)
         adapter_path = None
         if adapter is not None:
@@ -149,7 +155,8 @@ class HFPolicy:
         model.to(dev)
         model.eval()
         name = f"hf:{path}" + (f"+{adapter_path}" if adapter_path is not None else "")
-        self._setup(model, tokenizer, name=name, batch_size=batch_size, context_tokens=context_tokens)
+        self._setup(model, tokenizer, name=name, batch_size=batch_size, context_tokens=context_tokens,
+                    static_cache=static_cache, length_bucket=length_bucket)
         self.model_dir: Path | None = path
         self.adapter: Path | None = adapter_path
 
@@ -163,11 +170,16 @@ class HFPolicy:
         self.adapter = None
         return self
 
-    def _setup(self, model: Any, tokenizer: Any, *, name: str, batch_size: int, context_tokens: int | None) -> None:
+    def _setup(self, model: Any, tokenizer: Any, *, name: str, batch_size: int, context_tokens: int | None,
+               static_cache: bool = False, length_bucket: int = 256) -> None:
         from transformers import GenerationConfig
 
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        if length_bucket < 1:
+            raise ValueError("length_bucket must be >= 1")
+        self.static_cache = bool(static_cache)
+        self.length_bucket = int(length_bucket)
         if not getattr(tokenizer, "chat_template", None):
             raise PolicyError(f"the tokenizer of {name} has no chat template: set tokenizer.chat_template (a Jinja "
                               "string) and save it with the model")
@@ -266,17 +278,24 @@ class HFPolicy:
 
         torch = _torch()
         width = max(len(ids) for _, ids, _, _ in chunk)
-        input_ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for row, (_, ids, _, _) in enumerate(chunk):
+        max_new = max(b for _, _, b, _ in chunk)
+        rows = list(chunk)
+        if self.static_cache:  # few distinct shapes, so a compiled step is reused: widths in buckets, full batches
+            # (positions come from the attention mask, so the extra left padding moves no real token)
+            width = -(-width // self.length_bucket) * self.length_bucket
+            rows += [chunk[-1]] * (self.batch_size - len(chunk))  # filler rows, dropped below
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for row, (_, ids, _, _) in enumerate(rows):
             input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
             mask[row, width - len(ids):] = 1
-        max_new = max(b for _, _, b, _ in chunk)
-        seeds = [s for _, _, _, s in chunk]
+        seeds = [s for _, _, _, s in rows]
         config = copy.deepcopy(self._clean_generation_config)
         config.max_new_tokens = max_new
         config.do_sample = False
         config.num_beams = 1
+        if self.static_cache:
+            config.cache_implementation = "static"
         processors = LogitsProcessorList()
         if params.temperature > 0:
             processors.append(_SeededSampler(seeds, params.temperature, params.top_p, self.device))
