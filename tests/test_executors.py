@@ -271,3 +271,36 @@ def test_cli_executor_option(tmp_path):
                                 "--no-report", "--out", str(run)])
     assert again.exit_code == 0, again.output[-2000:]
     assert len((run / "results.jsonl").read_text().splitlines()) == 1
+
+
+def test_batch_command_takes_an_executor(tmp_path):
+    """``cudaperf batch --executor``: compile-only judges the bundled candidates without running them (final for
+    that executor, so a rerun on the store skips them all); a bad spec is refused before any work."""
+    from typer.testing import CliRunner
+
+    from cudaperf.cli import app
+
+    runner = CliRunner()
+
+    import json
+
+    saxpy = [c for c in builtin_candidates() if c.task_id == "saxpy"][:2]
+    completions = tmp_path / "c.jsonl"
+    completions.write_text("".join(json.dumps({"task_id": c.task_id, "candidate_id": c.label,
+                                               "completion": f"<OUTPUT_CUDA>{c.source}</OUTPUT_CUDA>"}) + "\n"
+                                   for c in saxpy) + json.dumps({"task_id": "saxpy", "candidate_id": "prose",
+                                                                  "completion": "no code here"}) + "\n")
+    store = tmp_path / "b.jsonl"
+    args = ["batch", "--tasks", "builtin", "--completions", str(completions), "--store", str(store),
+            "--executor", "compile-only", "--json"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    results = {r.candidate_id: r for r in ResultStore(store).read()}
+    assert set(results) == {c.label for c in saxpy} | {"prose"}
+    for c in saxpy:  # compiled, not run: unscored, final for a compile-only executor
+        assert results[c.label].status == "unscored" and results[c.label].compile.ok
+    assert results["prose"].status == "scored" and not results["prose"].correct  # no code: the candidate's failure
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0 and len(ResultStore(store).read()) == 3
+    bad = runner.invoke(app, ["batch", "--store", str(tmp_path / "x.jsonl"), "--executor", "gpu"])
+    assert bad.exit_code != 0 and "unknown executor" in bad.output and not (tmp_path / "x.jsonl").exists()

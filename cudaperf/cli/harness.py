@@ -63,8 +63,18 @@ def evaluate(
     raise typer.Exit(0 if res.status == "scored" else 3)
 
 
-def _run_jobs(all_tasks, rows, store_path: Path, settings, as_json: bool) -> None:
-    from cudaperf.harness.executor import Job, run_batch
+def _make_executor(spec: str):
+    from cudaperf.harness.executors import ExecutorError, make_executor
+
+    try:
+        return make_executor(spec)
+    except ExecutorError as exc:
+        _fail(str(exc))
+
+
+def _run_jobs(all_tasks, rows, store_path: Path, settings, as_json: bool, executor: str = "local") -> None:
+    from cudaperf.harness.executor import Job
+    from cudaperf.harness.executors import ExecutorError
     from cudaperf.harness.store import ResultStore
 
     jobs = [Job(t, c, comp) for t, c, comp in rows]
@@ -78,10 +88,11 @@ def _run_jobs(all_tasks, rows, store_path: Path, settings, as_json: bool) -> Non
                 ids[phase] = bar.add_task(PHASE_LABELS.get(phase, phase), total=n)
             bar.update(ids[phase], completed=i, total=n)
 
-        try:
-            summary = run_batch(all_tasks, jobs, store, settings=settings, progress=progress)
-        except ValueError as exc:
-            _fail(str(exc))
+        with _make_executor(executor) as ex:
+            try:
+                summary = ex.evaluate(all_tasks, jobs, store, settings=settings, progress=progress)
+            except (ExecutorError, ValueError) as exc:
+                _fail(str(exc))
     latest = store.latest()
     results = [latest[(j.task_id, j.candidate_id)] for j in jobs if (j.task_id, j.candidate_id) in latest]
     if as_json:
@@ -89,7 +100,9 @@ def _run_jobs(all_tasks, rows, store_path: Path, settings, as_json: bool) -> Non
             print(r.to_json())
     else:
         _summary_table(results)
-        if not summary.gpus:
+        if executor == "compile-only":
+            err.print("[yellow]compile only:[/] candidates were checked and compiled, not run (unscored).")
+        elif not summary.gpus:
             err.print("[yellow]no GPU visible:[/] candidates were checked and compiled; running them needs a GPU, "
                       "so those results are unscored (see `cudaperf doctor`).")
         err.print(f"{summary.n_jobs} jobs, {summary.n_skipped} already done; compile {summary.compile_wall_s:.1f} s "
@@ -122,8 +135,10 @@ def batch(
     time: bool = typer.Option(True, "--time/--no-time"),
     reps: int = typer.Option(5, "--reps"),
     budget_ms: float = typer.Option(2000.0, "--budget-ms"),
+    executor: str = typer.Option("local", "--executor", help="Where candidates are judged: local | compile-only | "
+                                 "ray | ray:auto | ray://HOST:PORT (Ray: pip install 'cudaperf[ray]')."),
 ) -> None:
-    """Evaluate many candidates over all visible GPUs, appending to a resumable JSONL store."""
+    """Evaluate many candidates over all visible GPUs (or a Ray cluster), appending to a resumable JSONL store."""
     from cudaperf.tasks import builtin_candidates
     from cudaperf.tasks.schema import CudaKernelTask
 
@@ -139,7 +154,8 @@ def batch(
             _fail("these tasks have no bundled candidates: pass --completions")
     except TaskError as exc:
         _fail(str(exc))
-    _run_jobs(all_tasks, rows, store, _settings(time, reps, budget_ms), as_json)
+    _make_executor(executor).close()  # a bad spec or a missing Ray fails now, before any work
+    _run_jobs(all_tasks, rows, store, _settings(time, reps, budget_ms), as_json, executor)
 
 
 def check(
