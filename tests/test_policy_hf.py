@@ -248,3 +248,29 @@ def test_static_cache_gives_the_dynamic_caches_answers(tiny_model_dir, policy):
         static.close()
     with pytest.raises(ValueError, match="length_bucket"):
         HFPolicy(tiny_model_dir, device="cpu", static_cache=True, length_bucket=0)
+
+
+def test_seeded_sampler_draws_from_the_tempered_nucleus_one_row_at_a_time():
+    """The vectorized sampler (hashed uniforms, Gumbel-max): over 6,000 seeds its picks follow softmax(logits / T)
+    within sampling error; top-p never picks outside the nucleus; a row's pick depends on its seed and step only,
+    not on the rows beside it."""
+    from cudaperf.policy.hf import _SeededSampler
+
+    logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0])
+    n, temperature = 6000, 0.8
+    scores = logits.repeat(n, 1)
+    ids = torch.zeros((n, 7), dtype=torch.long)  # prompt width 5: step 2
+    pick = _SeededSampler(range(n), temperature, 1.0, "cpu", 5)(ids, scores).argmax(dim=-1)
+    freq = torch.bincount(pick, minlength=5).double() / n
+    want = torch.softmax(logits.double() / temperature, dim=-1)
+    sigma = (want * (1 - want) / n).sqrt()
+    assert ((freq - want).abs() <= 4 * sigma + 1e-9).all(), (freq, want)
+    # top-p 0.7 at T 0.8: the first token holds 0.65 of the mass, so the nucleus is the first two
+    nucleus = _SeededSampler(range(n), temperature, 0.7, "cpu", 5)(ids, scores).argmax(dim=-1)
+    kept = set(nucleus.tolist())
+    assert kept <= {0, 1} and kept == {0, 1}
+    # one row alone picks what it picks in the batch; another step, other picks
+    alone = [int(_SeededSampler([s], temperature, 1.0, "cpu", 5)(ids[:1], scores[:1]).argmax()) for s in range(50)]
+    assert alone == pick[:50].tolist()
+    later = _SeededSampler(range(n), temperature, 1.0, "cpu", 5)(torch.zeros((n, 8), dtype=torch.long), scores)
+    assert (later.argmax(dim=-1) != pick).any()

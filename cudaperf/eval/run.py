@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from cudaperf.env.evaluator import Evaluator
 from cudaperf.env.refine import EnvContext, EnvSettings, PolicySummarizer, RefineEnv, TemplateSummarizer, step_batch
+from cudaperf.env.text2cuda import DEFAULT_EVOLVE_MARGIN
 from cudaperf.eval.records import RunHeader, TurnRecord
 from cudaperf.eval.tasksets import TaskSet
 from cudaperf.harness.store import append_line
@@ -155,7 +156,7 @@ class EvalOptions:
     """Requests per policy call (answers are recorded after each)."""
     strategy: str = "refine"
     """``refine`` (today's loop) or ``evolve`` (:class:`cudaperf.env.refine.EnvSettings`)."""
-    evolve_margin: float = 0.02
+    evolve_margin: float = DEFAULT_EVOLVE_MARGIN
     spec_turn: bool = True
     """Text tasks: a spec turn before the kernel turns (not counted in ``turns``)."""
     staged_feedback: bool | None = None

@@ -9,9 +9,9 @@ Decisions:
   one would give prompts the model was never trained on.
 * Batches are left-padded and sorted by prompt length (less padding); results come back in request order.
 * Sampling is the policy's own, not the model's ``generation_config.json``: temperature and top-p are applied by a
-  logits processor that draws each row with its own ``torch.Generator`` seeded from ``params.seed`` and the
-  request's key (:func:`cudaperf.policy.common.derive_seed`), then hands ``generate`` a one-hot choice to take
-  greedily. A request's sample therefore depends on its seed, not on the other requests in its batch (up to the
+  logits processor that draws every row at once (Gumbel-max, with uniforms hashed from the row's seed, the step
+  and the token; the seed from ``params.seed`` and the request's key, :func:`cudaperf.policy.common.derive_seed`),
+  then hands ``generate`` a one-hot choice to take greedily. A request's sample therefore depends on its seed, not on the other requests in its batch (up to the
   floating-point noise that padding brings), and ``temperature == 0`` is plain greedy decoding. The model's stored
   generation defaults (temperature, repetition penalty, ...) are set aside during ``generate``; only its EOS, pad
   and BOS ids are kept.
@@ -91,25 +91,60 @@ def check_model_dir(model_dir: str | Path) -> Path:
     return path
 
 
-class _SeededSampler:
-    """A logits processor that samples each row with its own generator (temperature, then top-p) and returns
-    scores that make greedy decoding take the sampled token."""
+_M32 = 0xFFFFFFFF
 
-    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, device: Any):
+
+def _mul32(h: Any, c: int) -> Any:
+    """``(h * c) mod 2**32`` for int64 tensors ``h`` in [0, 2**32): in two 16-bit halves of ``c``, so that no
+    product leaves int64."""
+    return (h * (c & 0xFFFF) + (((h * (c >> 16)) & 0xFFFF) << 16)) & _M32
+
+
+def _fmix32(h: Any) -> Any:
+    """MurmurHash3's 32-bit finalizer (a bijection of [0, 2**32) that mixes every bit), on int64 tensors."""
+    h = h ^ (h >> 16)
+    h = _mul32(h, 0x85EBCA6B)
+    h = h ^ (h >> 13)
+    h = _mul32(h, 0xC2B2AE35)
+    return h ^ (h >> 16)
+
+
+class _SeededSampler:
+    """A logits processor that samples each row from its own seed (temperature, then top-p) and returns scores
+    that make greedy decoding take the sampled token.
+
+    One draw for the whole batch, no per-row generator: the Gumbel-max trick with uniforms hashed from (the row's
+    seed, the decoding step, the token id), so a row's sample depends on its seed and step alone, never on the
+    other rows of its batch or on how many there are. The step is counted from the batch's padded prompt width
+    (``prompt_width``), the same for every row."""
+
+    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, device: Any, prompt_width: int):
         torch = _torch()
         self.temperature = temperature
         self.top_p = top_p
-        self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+        self.prompt_width = prompt_width
+        keys = [(int(s) ^ (int(s) >> 32)) & _M32 for s in seeds]
+        self.keys = _fmix32(torch.tensor(keys, dtype=torch.long, device=device))
+        self._tokens: Any = None
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         torch = _torch()
-        probs = torch.softmax(scores.float() / self.temperature, dim=-1)
+        vocab = scores.shape[-1]
+        if self._tokens is None or self._tokens.numel() != vocab:
+            self._tokens = _fmix32(_mul32(torch.arange(vocab, dtype=torch.long, device=scores.device), 0x9E3779B1))
+        step = int(input_ids.shape[1]) - self.prompt_width
+        row_keys = _fmix32(self.keys ^ _mul32(torch.full_like(self.keys, step + 1), 0x27D4EB2F))
+        u = _fmix32(row_keys[:, None] ^ self._tokens[None, :])  # [batch, vocab], uniform on [0, 2**32)
+        gumbel = -torch.log(-torch.log((u.double() + 0.5) / 2.0 ** 32))
+        logits = scores.double() / self.temperature
         if self.top_p < 1.0:
+            probs = torch.softmax(logits, dim=-1)
             sorted_p, order = probs.sort(dim=-1, descending=True)
             # drop a token when the tokens above it already hold top_p of the mass (the first always stays)
-            drop = (sorted_p.cumsum(dim=-1) - sorted_p) >= self.top_p
-            probs = torch.zeros_like(probs).scatter(-1, order, sorted_p.masked_fill(drop, 0.0))
-        picks = torch.cat([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(self.generators)])
+            drop_sorted = (sorted_p.cumsum(dim=-1) - sorted_p) >= self.top_p
+            drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+            logits = logits.masked_fill(drop, float("-inf"))
+        picks = (logits + gumbel).argmax(dim=-1)
         out = torch.full_like(scores, float("-inf"))
         return out.scatter(1, picks.view(-1, 1), 0.0)
 
@@ -298,7 +333,7 @@ class HFPolicy:
             config.cache_implementation = "static"
         processors = LogitsProcessorList()
         if params.temperature > 0:
-            processors.append(_SeededSampler(seeds, params.temperature, params.top_p, self.device))
+            processors.append(_SeededSampler(seeds, params.temperature, params.top_p, self.device, width))
         stored = getattr(self._base, "generation_config", None)
         t0 = time.perf_counter()
         try:
