@@ -107,13 +107,17 @@ def test_cuda_kernel_tasks_get_hidden_tests_of_other_sizes_from_the_reference(bt
     assert [c.rstrip().rsplit(", ", 1)[1] for c in h.calls] == ["16);", "36);", "5);"]  # dims 5 -> 16, 36, 5
     assert all("set_valid_mask_cuda_invoke_in_cpp" in c for c in h.calls)
     assert "[ 1.1, 1.2, 1.3, 1.4, 1.5 ]" not in h.expected[2]  # fresh values at the visible size
-    # the expected mask follows the fresh scores (score > 1.3) over the first dims elements; the arrays are larger
-    for printout, dims in zip(h.expected, (16, 36, 5)):
+    # the threshold: the visible 1.3 in the first, fresh ones near it (0.65 to 1.95) in the others, so a kernel
+    # right only for the visible thresholds meets another (adversarial/bt003_visible_thresholds.cu)
+    thresholds = [float(c.rstrip().rsplit("wrapper(", 1)[1].split(", ")[2]) for c in h.calls]
+    assert thresholds[0] == 1.3 and all(0.65 <= t <= 1.95 and t != 1.3 for t in thresholds[1:]), thresholds
+    # the expected mask follows the fresh scores (score > threshold) over the first dims elements; arrays are larger
+    for printout, dims, thr in zip(h.expected, (16, 36, 5), thresholds):
         args = printout.split("(", 1)[1]
         scores = [float(v) for v in args.split("]")[0].strip(" [").split(", ")]
-        mask = [int(v) for v in args.split("], 1.3, [")[1].split("]")[0].strip().split(", ")]
+        mask = [int(v) for v in args.split("], ", 1)[1].split(", [", 1)[1].split("]")[0].strip().split(", ")]
         assert len(scores) >= dims and mask[dims:] == [0] * (len(mask) - dims)
-        assert (sum(mask) > 0 or dims == 5) and all(m == int(s > 1.3) for m, s in zip(mask[:dims], scores) if abs(s - 1.3) > 1e-3)
+        assert all(m == int(s > thr) for m, s in zip(mask[:dims], scores) if abs(s - thr) > 1e-3)
         assert compare_printout(printout, printout, bt003.tolerance).passed
     t = with_hidden_tests(bt003, h)
     assert len(t.test_calls_cuda) == len(t.expected_outputs) == len(bt003.expected_outputs) + 3

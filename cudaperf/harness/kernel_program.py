@@ -559,12 +559,28 @@ def _grow(v: int, k: int) -> int:
     return v * k + 1 if v >= 2 else v
 
 
+_FLOAT_LITERAL = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?[fF]?")
+
+
+def _fresh_float(literal: str, rng) -> str:
+    """A fresh float literal near ``literal``: its sign, 0.5 to 1.5 times its magnitude (0 becomes 0.05 to 1), four
+    significant digits, the ``f`` suffix kept. So a kernel right only for the visible thresholds and factors meets
+    others."""
+    v = float(literal.rstrip("fF"))
+    new = rng.uniform(0.05, 1.0) if v == 0 else v * rng.uniform(0.5, 1.5)
+    text = f"{new:.4g}"
+    if not any(ch in text for ch in ".eE"):
+        text += ".0"
+    return text + ("f" if literal.endswith(("f", "F")) else "")
+
+
 def hidden_calls(task: CudaKernelTask, seed: int) -> tuple[list[HiddenCall], str]:
     """Hidden tests for ``task`` from its largest visible test (the one with the most array elements): integer
     scalars of 2 or more grow to ``v*k + 1`` (odd sizes, for k = 3 and 7), every array to its length times
     ``(k + 1)**2`` (capped at :data:`HIDDEN_MAX_ELEMENTS`), float arrays get fresh random values of the magnitude
     of the visible ones, integer and char arrays values drawn from the visible ones (so index arrays stay in range);
-    a third test keeps the sizes and draws fresh values. Returns the calls (not yet validated: see
+    a third test keeps the sizes and draws fresh values. The second and third also redraw float scalars and float
+    literal arguments (thresholds, factors) near the visible ones (:func:`_fresh_float`); the first keeps them. Returns the calls (not yet validated: see
     :func:`cudaperf.harness.run_cuda_kernel.prepare_hidden_tests`) and, when there are none, why."""
     import random
 
@@ -588,6 +604,8 @@ def hidden_calls(task: CudaKernelTask, seed: int) -> tuple[list[HiddenCall], str
                 _, ctype, name, val = it
                 if _is_int_type(ctype) and re.fullmatch(r"\d+", val) and k > 1:
                     val = str(_grow(int(val), k))
+                elif k != 3 and any(w in ctype for w in _FLOAT_TYPES) and _FLOAT_LITERAL.fullmatch(val):
+                    val = _fresh_float(val, rng)
                 lines.append(f"{ctype} {name} = {val};")
                 continue
             ctype, name = it[1], it[2]
@@ -611,6 +629,8 @@ def hidden_calls(task: CudaKernelTask, seed: int) -> tuple[list[HiddenCall], str
         for a in args:
             if re.fullmatch(r"\d+", a) and k > 1:
                 a = str(_grow(int(a), k))
+            elif k != 3 and _FLOAT_LITERAL.fullmatch(a) and not re.fullmatch(r"[-+]?\d+", a):
+                a = _fresh_float(a, rng)  # a float literal argument (a threshold, a factor): fresh too
             new_args.append(a)
         body = "\n".join(lines)
         out.append(HiddenCall(f"{body}\nwrapper({fn_c}, {', '.join(new_args)});\n",
