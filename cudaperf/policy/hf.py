@@ -197,10 +197,12 @@ class HFPolicy:
 
     @classmethod
     def from_loaded(cls, model: Any, tokenizer: Any, name: str = "hf:in-memory", batch_size: int = 16,
-                    context_tokens: int | None = None) -> "HFPolicy":
+                    context_tokens: int | None = None, static_cache: bool = False,
+                    length_bucket: int = 256) -> "HFPolicy":
         """A policy over a model and tokenizer already in memory (a trainer's model, on its device)."""
         self = cls.__new__(cls)
-        self._setup(model, tokenizer, name=name, batch_size=batch_size, context_tokens=context_tokens)
+        self._setup(model, tokenizer, name=name, batch_size=batch_size, context_tokens=context_tokens,
+                    static_cache=static_cache, length_bucket=length_bucket)
         self.model_dir = None
         self.adapter = None
         return self

@@ -88,6 +88,10 @@ class RolloutSettings:
     """The few-shot examples of the training split in the prompt, as ``cudaperf eval``."""
     context_tokens: int | None = None
     """Prompt + answer, in tokens; few-shot examples are dropped to fit. None: the model's context."""
+    static_cache: bool = False
+    """Generate with transformers' static KV cache, which it compiles on a GPU (``HFPolicy(static_cache=True)``):
+    prompts padded to 256-token buckets, batches filled to ``generation_batch_rows``. Off by default: each new
+    shape costs a compilation, and it is not yet measured against the training loop."""
     reward_preset: str = "paper"
     """``paper``, ``gated``, ``verifiable`` or ``leap`` (see :data:`REWARD_PRESETS`)."""
     ranker: str | None = None
@@ -274,9 +278,10 @@ class TrainerPolicy(HFPolicy):
     its token budget)."""
 
     @classmethod
-    def over(cls, model: Any, tokenizer: Any, batch_size: int, context_tokens: int | None = None) -> "TrainerPolicy":
+    def over(cls, model: Any, tokenizer: Any, batch_size: int, context_tokens: int | None = None,
+             static_cache: bool = False) -> "TrainerPolicy":
         self = cls.from_loaded(model, tokenizer, name="grpo:live-model", batch_size=batch_size,
-                               context_tokens=context_tokens)
+                               context_tokens=context_tokens, static_cache=static_cache)
         self.model = _GenerateRecorder(model)
         return self
 
@@ -417,7 +422,8 @@ class Rollout:
             model.eval()
             try:
                 policy = TrainerPolicy.over(model, self.tokenizer, self.settings.generation_batch_rows,
-                                            context_tokens=self.settings.context_tokens)
+                                            context_tokens=self.settings.context_tokens,
+                                            static_cache=self.settings.static_cache)
                 return self.collect(prompts, policy, step=step, rank=rank)
             finally:
                 if was_training:
