@@ -14,6 +14,8 @@
 #   sft-plain    cudaperf sft --objective plain into runs/sft-plain (SFT_MINUTES of training, default 6; rerun it
 #                in the next call to go on from its checkpoint: it resumes when runs/sft-plain has checkpoints)
 #   sft-cuset    the same with --objective cuset into runs/sft-cuset
+#   sft-both     sft-plain and sft-cuset at once, as two processes on the one GPU (a small model's step is bound by
+#                per-op overhead, so the GPU has room for both)
 #   eval-base    cudaperf eval (EVAL_STATIC=1: --static-cache; prompts built to fit EVAL_CONTEXT tokens with the answer, default 4096: the sft
 #                steps' --max-length, so all three models see prompts like the training ones) of the base model (hf:MODEL, the embedded one) on EVAL_TASKS (default small:20) x 5
 #                samples x EVAL_TURNS (default 1) turns into runs/eval-base (EVAL_MINUTES, default 7; resumable)
@@ -76,6 +78,7 @@ for step in "$@"; do
       python3 -c 'import tensorboard; print("tensorboard", tensorboard.__version__)' || echo "no tensorboard" ;;
     sft-plain) join_gguf; sft plain ;;
     sft-cuset) join_gguf; sft cuset ;;
+    sft-both) join_gguf; sft plain & sft cuset & wait ;;
     eval-base) join_gguf; evaluate "eval-base${EVAL_TAG:-}" "hf:$MODEL_DIR" ;;
     eval-plain) join_gguf; evaluate "eval-sft-plain${EVAL_TAG:-}" "hf:$MODEL_DIR+runs/sft-plain/adapter" ;;
     eval-cuset) join_gguf; evaluate "eval-sft-cuset${EVAL_TAG:-}" "hf:$MODEL_DIR+runs/sft-cuset/adapter" ;;
