@@ -14,8 +14,9 @@ is (:func:`validate_hidden_tests`), and a hidden test it fails (a wrong printout
 is dropped: the data set's kernels and wrappers assume things about sizes that its C code does not, so the C
 reference's printout at a rewritten size is not always the CUDA one's. This costs one extra build and run per task
 per harness process (more, up to one per hidden test, when the reference kernel stops at one); a candidate built
-with a hidden test dropped this way is rebuilt with the validated ones. When the check cannot run (the reference
-kernel does not build, no usable GPU), the candidate is unscored, never judged on unchecked tests. The candidate
+with a hidden test dropped this way is rebuilt with the validated ones (a rebuild that fails is the candidate's
+compile failure). When the check cannot run (the reference kernel does not build, no usable GPU), the candidate
+is unscored, never judged on unchecked tests. The candidate
 must pass the visible tests and the validated hidden ones. This kind measures correctness, not speed, and records
 no timing.
 """
@@ -279,10 +280,15 @@ def run_kernel_candidate(task: CudaKernelTask, build: BuildOutcome, res: Evaluat
     if hidden.calls != built_with.calls:
         build = build_kernel_program(task, hidden, kernel_code, settings)
         durations["recompile_s"] = build.info.seconds
-        if build.stage != "ok" or build.exe is None:  # it built with more tests: not the candidate's fault
-            return replace(res, status="unscored", failure=Failure(
-                FailureKind.HARNESS, "the candidate's program does not build again with the validated hidden tests: "
-                                     f"{build.info.log.strip()[-300:]}", "harness"))
+        if build.stage != "ok" or build.exe is None:
+            # The same kernel, fewer test calls: a second build that fails (a compile time at the limit, say) is
+            # the candidate's doing, so its failure, never "unscored" (which a trainer would reward above it).
+            # A missing toolchain raises instead.
+            from cudaperf.harness.evaluate import compile_failure
+
+            failure = compile_failure(build, task)
+            return replace(res, failure=replace(failure, message="the program with the validated hidden tests "
+                                                f"does not build: {failure.message}"))
     n_visible = len(task.expected_outputs)
     task = with_hidden_tests(task, hidden)
     run, nonce = _run_program(build.exe, settings, gpu_index)
