@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 
 from cudaperf.harness import kernel_program
 from cudaperf.harness.compile import BuildOutcome, ToolchainError, _trusted_build, build_cuda_program, gcc_version, sha256
-from cudaperf.harness.environment import device_for_child
+from cudaperf.harness.environment import device_for_child, gpu_count
 from cudaperf.harness.result import EvaluationResult, Failure, FailureKind, Mismatch, Stage, TestOutcome
 from cudaperf.harness.run_c_function import HarnessError
 from cudaperf.harness.sandbox import SandboxLimits, SandboxRun, Workdir, copy_in, run_sandboxed, scrubbed_env
@@ -136,10 +136,10 @@ def build_kernel_program(task: CudaKernelTask, hidden: HiddenTests, kernel_code:
 def build_kernel_candidate(task: CudaKernelTask, kernel_code: str, settings: HarnessSettings) -> BuildOutcome:
     """The candidate's program with the task's hidden tests (:func:`prepare_hidden_tests`, not yet checked against
     the reference kernel: :func:`run_kernel_candidate` rebuilds it when that check drops some). The reference
-    kernel's program for that check is built here too, on the compile pool (once per task: builds are cached by
-    content), so the GPU step only runs it."""
+    kernel's program for that check is built here too when a GPU is visible, on the compile pool (once per task:
+    builds are cached by content), so the GPU step only runs it."""
     hidden = prepare_hidden_tests(task)
-    if hidden.calls:
+    if hidden.calls and gpu_count() > 0:  # (without a GPU nothing runs: no check to build for)
         build_kernel_program(task, hidden, task.reference_kernel, settings)  # a failure is reported by the check
     return build_kernel_program(task, hidden, kernel_code, settings)
 
