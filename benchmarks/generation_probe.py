@@ -61,7 +61,8 @@ def main() -> None:
         done = sum(g.completion_tokens or 0 for g in gens)
         row = {"batch": size, "temperature": temperature, "wall_s": round(wall, 2),
                "new_tokens_per_s": round(done / wall),
-               "longest_answer_tokens": max(g.completion_tokens or 0 for g in gens), "answers_per_s": round(size / wall, 3),
+               "longest_answer_tokens": max(g.completion_tokens or 0 for g in gens),
+               "answers_per_s": round(size / wall, 3),
                "prompt_tokens_mean": round(sum(prompt_tokens) / size), "completion_tokens": sum(
                    g.completion_tokens or 0 for g in gens), "errors": sum(g.error is not None for g in gens),
                "split_batches": len({(g.extra or {}).get("batch") for g in gens}),

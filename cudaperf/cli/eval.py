@@ -110,8 +110,8 @@ def eval_command(
                                  "answer) or 'evolve' (repair while incorrect; then keep the best correct answer "
                                  "and accept a new one only if correct and --evolve-margin faster; the final "
                                  "outcome is the best accepted)."),
-    evolve_margin: float = typer.Option(DEFAULT_EVOLVE_MARGIN, "--evolve-margin", help="evolve: how much faster (0.02 = 2 %) a "
-                                        "correct answer must be to replace the best."),
+    evolve_margin: float = typer.Option(DEFAULT_EVOLVE_MARGIN, "--evolve-margin", help="evolve: how much faster "
+                                        "(0.02 = 2 %) a correct answer must be to replace the best."),
     spec_turn: bool = typer.Option(True, "--spec-turn/--no-spec-turn", help="Text tasks: a first turn that writes "
                                    "a <SPEC> (recorded, not judged) before the kernel turns."),
     staged_feedback: str = typer.Option("auto", "--staged-feedback", help="Progressive-validation stages (tiny, "

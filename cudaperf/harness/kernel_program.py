@@ -580,7 +580,8 @@ def hidden_calls(task: CudaKernelTask, seed: int) -> tuple[list[HiddenCall], str
     ``(k + 1)**2`` (capped at :data:`HIDDEN_MAX_ELEMENTS`), float arrays get fresh random values of the magnitude
     of the visible ones, integer and char arrays values drawn from the visible ones (so index arrays stay in range);
     a third test keeps the sizes and draws fresh values. The second and third also redraw float scalars and float
-    literal arguments (thresholds, factors) near the visible ones (:func:`_fresh_float`); the first keeps them. Returns the calls (not yet validated: see
+    literal arguments (thresholds, factors) near the visible ones (:func:`_fresh_float`); the first keeps them.
+    Returns the calls (not yet validated: see
     :func:`cudaperf.harness.run_cuda_kernel.prepare_hidden_tests`) and, when there are none, why."""
     import random
 

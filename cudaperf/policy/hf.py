@@ -11,10 +11,10 @@ Decisions:
 * Sampling is the policy's own, not the model's ``generation_config.json``: temperature and top-p are applied by a
   logits processor that draws every row at once (Gumbel-max, with uniforms hashed from the row's seed, the step
   and the token; the seed from ``params.seed`` and the request's key, :func:`cudaperf.policy.common.derive_seed`),
-  then hands ``generate`` a one-hot choice to take greedily. A request's sample therefore depends on its seed, not on the other requests in its batch (up to the
-  floating-point noise that padding brings), and ``temperature == 0`` is plain greedy decoding. The model's stored
-  generation defaults (temperature, repetition penalty, ...) are set aside during ``generate``; only its EOS, pad
-  and BOS ids are kept.
+  then hands ``generate`` a one-hot choice to take greedily. A request's sample therefore depends on its seed, not on
+  the other requests in its batch (up to the floating-point noise that padding brings), and ``temperature == 0`` is
+  plain greedy decoding. The model's stored generation defaults (temperature, repetition penalty, ...) are set aside
+  during ``generate``; only its EOS, pad and BOS ids are kept.
 * A request ends with ``stop`` at the first EOS (counted in ``completion_tokens``, left out of the text) and with
   ``length`` when it used its token budget: ``max_new_tokens``, or what is left of the model's context after the
   prompt, whichever is smaller. A prompt that fills the context gets an error Generation

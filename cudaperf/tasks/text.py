@@ -24,6 +24,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from cudaperf.jsonl import json_objects
 from cudaperf.tasks.schema import ArgSpec, CFunctionTask, TaskError
 
 TEXT_TASKS_FILE = Path(__file__).resolve().parent.parent / "data" / "text_tasks" / "text_tasks.jsonl"
@@ -236,15 +237,7 @@ def load_text_tasks(path: str | Path | None = None, c_tasks: Mapping[str, CFunct
         raise TaskError(f"text task file not found: {path}")
     out: list[TextTask] = []
     seen: set[str] = set()
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TaskError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise TaskError(f"{path}:{n}: expected a JSON object")
+    for n, row in json_objects(path, TaskError):
         for key in ("id", "source_id", "description", "interface"):
             if not isinstance(row.get(key), str) or not row[key].strip():
                 raise TaskError(f"{path}:{n}: field {key!r} must be a non-empty string")
