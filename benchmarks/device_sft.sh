@@ -17,10 +17,13 @@
 #   sft-both     sft-plain and sft-cuset at once, as two processes on the one GPU (a small model's step is bound by
 #                per-op overhead, so the GPU has room for both)
 #   eval-base    cudaperf eval (EVAL_STATIC=1: --static-cache; prompts built to fit EVAL_CONTEXT tokens with the answer, default 4096: the sft
-#                steps' --max-length, so all three models see prompts like the training ones) of the base model (hf:MODEL, the embedded one) on EVAL_TASKS (default small:20) x 5
+#                steps' --max-length, so all three models see prompts like the training ones) of the base model (hf:MODEL, the embedded one) on EVAL_TASKS (default test:c, the test split by task) x 5
 #                samples x EVAL_TURNS (default 1) turns into runs/eval-base (EVAL_MINUTES, default 7; resumable)
 #   eval-plain   the same with the plain adapter (hf:MODEL+runs/sft-plain/adapter) into runs/eval-sft-plain
 #   eval-cuset   the same with the CuSeT adapter into runs/eval-sft-cuset
+#   eval-base-family, eval-plain-family, eval-cuset-family
+#                the same on EVAL_FAMILY_TASKS (default test-family:c, the families held out of training) into
+#                runs/eval-...-family
 #   unpack       the adapters back from .device/adapters/adapter-*.tgz.* (carry that folder) for an eval on a new
 #                machine
 #   genprobe     benchmarks/generation_probe.py on the base model: seconds per batch of 16, 64, 128 answers
@@ -30,6 +33,8 @@
 #                GENPROBE_STATIC=1 the first size again with the static (compiled) KV cache
 #   decode       benchmarks/decode_overhead.py: ms a decoding step of the embedded model's shape beside the same
 #                depth at width 64, batches 1, 64, 256 (random weights, about a minute)
+# STEP+STEP+... runs those steps at once, as processes side by side on the one GPU (the model joined first), e.g.
+# sft-both+eval-base+eval-base-family: the base model's evaluations need no adapter, so they run beside training.
 # Each sft step returns OUT/sft-OBJECTIVE.tgz (run record, TensorBoard logs, log) and its adapter as
 # OUT/adapter-OBJECTIVE.tgz.NN (15 MiB parts); each eval step OUT/RUN.tgz (its run directory, metrics and report).
 set -u
@@ -61,15 +66,18 @@ sft() {  # $1 = objective
   tar czf "$OUT/sft-$1.tgz" -C runs "sft-$1.log" $(cd runs && ls -d "sft-$1/sft_run.json" "sft-$1/tb" 2>/dev/null)
   [ -d "$dir/adapter" ] && tar czf - -C runs "sft-$1/adapter" | split -b 15M -d - "$OUT/adapter-$1.tgz."
 }
-evaluate() {  # $1 = run name, $2 = policy; EVAL_TAG (default none) is appended to the run name
-  timeout $(( ${EVAL_MINUTES:-7} * 60 + 60 )) python3 -m cudaperf eval --policy "$2" --tasks "${EVAL_TASKS:-small:20}" \
+evaluate() {  # $1 = run name, $2 = policy, $3 = task set
+  timeout $(( ${EVAL_MINUTES:-7} * 60 + 60 )) python3 -m cudaperf eval --policy "$2" --tasks "$3" \
     --samples 5 --turns "${EVAL_TURNS:-1}" --batch-size "${EVAL_BATCH:-400}" --max-new-tokens 1024 --summarizer template \
     --context-tokens "${EVAL_CONTEXT:-4096}" ${EVAL_STATIC:+--static-cache} \
-    --max-minutes "${EVAL_MINUTES:-7}" --out "runs/$1" 2>&1 | tee -a "$OUT/$1.log" | tail -30
+    --max-minutes "${EVAL_MINUTES:-7}" --out "runs/$1" >> "$OUT/$1.log" 2>&1
+  echo "--- $1 (rc $?)"; tail -25 "$OUT/$1.log"
+  # the log goes into the run's archive (returned files are few); a run cut by the call's limit leaves it in OUT
+  [ -d "runs/$1" ] && cat "$OUT/$1.log" >> "runs/$1/eval.log" && rm "$OUT/$1.log"
   tar czf "$OUT/$1.tgz" -C runs "$1"
 }
-for step in "$@"; do
-  echo "=== $step $(date -u +%H:%M:%S)"
+run_step() {  # one step; the loop below runs steps in order, or the parts of a STEP+STEP group at once
+  local step="$1"
   case "$step" in
     part0)
       mkdir -p /tmp/smol && cp .device/smol/part0 /tmp/smol/part0 && ls -l /tmp/smol ;;
@@ -79,9 +87,14 @@ for step in "$@"; do
     sft-plain) join_gguf; sft plain ;;
     sft-cuset) join_gguf; sft cuset ;;
     sft-both) join_gguf; sft plain & sft cuset & wait ;;
-    eval-base) join_gguf; evaluate "eval-base${EVAL_TAG:-}" "hf:$MODEL_DIR" ;;
-    eval-plain) join_gguf; evaluate "eval-sft-plain${EVAL_TAG:-}" "hf:$MODEL_DIR+runs/sft-plain/adapter" ;;
-    eval-cuset) join_gguf; evaluate "eval-sft-cuset${EVAL_TAG:-}" "hf:$MODEL_DIR+runs/sft-cuset/adapter" ;;
+    eval-base|eval-plain|eval-cuset|eval-base-family|eval-plain-family|eval-cuset-family)
+      join_gguf
+      local which=${step#eval-} tasks=${EVAL_TASKS:-test:c} policy="hf:$MODEL_DIR"
+      case "$which" in *-family) tasks=${EVAL_FAMILY_TASKS:-test-family:c}; which=${which%-family} ;; esac
+      [ "$which" = base ] || policy="hf:$MODEL_DIR+runs/sft-$which/adapter"
+      local name="eval-${which/plain/sft-plain}"; name=${name/cuset/sft-cuset}
+      case "$step" in *-family) name="$name-family" ;; esac
+      evaluate "$name${EVAL_TAG:-}" "$policy" "$tasks" ;;
     decode) timeout "${DECODE_LIMIT:-150}" python3 benchmarks/decode_overhead.py --batches 1,64,256 \
         --out "$OUT/decode_overhead.json" ;;
     unpack)
@@ -91,7 +104,18 @@ for step in "$@"; do
     genprobe) join_gguf; timeout "${GENPROBE_LIMIT:-400}" python3 benchmarks/generation_probe.py --model "$MODEL_DIR" \
         --context-tokens "${EVAL_CONTEXT:-4096}" ${GENPROBE_PROFILE:+--profile "$OUT/genprofile.txt"} \
         ${GENPROBE_STATIC:+--static-cache} \
-        --tasks "${EVAL_TASKS:-small:20}" --sizes "${GENPROBE_SIZES:-64,256}" --out "$OUT/genprobe.jsonl" ;;
+        --tasks "${EVAL_TASKS:-test:c}" --sizes "${GENPROBE_SIZES:-64,256}" --out "$OUT/genprobe.jsonl" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
+}
+for step in "$@"; do
+  echo "=== $step $(date -u +%H:%M:%S)"
+  if [[ "$step" == *+* ]]; then  # a group: the model is joined once, then its steps run as processes side by side
+    [[ "$step" == *sft* || "$step" == *eval* || "$step" == *genprobe* ]] && join_gguf
+    for part in ${step//+/ }; do ( run_step "$part" ) & done
+    wait
+    echo "=== group $step done $(date -u +%H:%M:%S)"
+  else
+    run_step "$step"
+  fi
 done
