@@ -51,10 +51,13 @@ def test_the_manifest_covers_every_kind_with_at_least_40_candidates():
         assert e["hack_class"] and suite.task_of(e).id == e["task"], e["file"]
         assert bool(e.get("reason")) == (e["decided"] in ("static", "compile")), e["file"]
         # a candidate with no failure is credited: that is a gap unless it is timed as the honest work it does
-        # (side-stream work is waited for; the rewritten libc clock does not reach the driver's clock)
-        honest = ("saxpy/side_stream.cu", "torch_fast/relu_side_stream.cu", "adversarial/saxpy_clock_rewrite_runtime.cu")
+        # (side-stream work is waited for); a forged timer that is timed at its honest speed says so with the bound
+        # the GPU test holds it to (max_speedup)
+        honest = ("saxpy/side_stream.cu", "torch_fast/relu_side_stream.cu")
         if exp["failure"] is None and e["file"] not in honest:
-            assert e.get("gap"), e["file"]
+            assert e.get("gap") or e.get("max_speedup"), e["file"]
+        if "max_speedup" in e:
+            assert exp["failure"] is None and exp["stage"] == "timed" and e["max_speedup"] > 0, e["file"]
 
 
 def test_every_new_candidate_says_what_it_tries_and_what_should_stop_it():

@@ -59,6 +59,8 @@ def test_every_hostile_candidate_gets_its_expected_verdict(preparations, name):
         assert r.correct, r.failure
         if e["expect"]["stage"] == "timed":
             assert r.speedup is not None and r.speedup > 0
+            if "max_speedup" in e:  # a forged timer is credited at its honest speed, not the forged one
+                assert r.speedup <= e["max_speedup"], (name, r.speedup)
     else:
         assert not r.correct and r.speedup is None
         assert r.failure.attributed_to == "candidate"
