@@ -14,8 +14,9 @@
 #   sft-plain    cudaperf sft --objective plain into runs/sft-plain (SFT_MINUTES of training, default 6; rerun it
 #                in the next call to go on from its checkpoint: it resumes when runs/sft-plain has checkpoints)
 #   sft-cuset    the same with --objective cuset into runs/sft-cuset
-#   sft-both     sft-plain and sft-cuset at once, as two processes on the one GPU (a small model's step is bound by
-#                per-op overhead, so the GPU has room for both)
+#   sft-both     sft-plain and sft-cuset at once, as two processes on the one GPU. They share it by time-slicing:
+#                each step takes about twice as long (5.6 s against 2.6 alone, session 18), so this saves only the
+#                second model load; for training to convergence run sft-plain and sft-cuset one after another
 #   eval-base    cudaperf eval (EVAL_STATIC=1: --static-cache; prompts built to fit EVAL_CONTEXT tokens with the answer, default 4096: the sft
 #                steps' --max-length, so all three models see prompts like the training ones) of the base model (hf:MODEL, the embedded one) on EVAL_TASKS (default test:c, the test split by task) x 5
 #                samples x EVAL_TURNS (default 1) turns into runs/eval-base (EVAL_MINUTES, default 7; resumable)
@@ -34,7 +35,9 @@
 #   decode       benchmarks/decode_overhead.py: ms a decoding step of the embedded model's shape beside the same
 #                depth at width 64, batches 1, 64, 256 (random weights, about a minute)
 # STEP+STEP+... runs those steps at once, as processes side by side on the one GPU (the model joined first), e.g.
-# sft-both+eval-base+eval-base-family: the base model's evaluations need no adapter, so they run beside training.
+# sft-both+eval-base+eval-base-family. The GPU time-slices between processes, so GPU-bound steps gain nothing side
+# by side (session 18: two evaluations beside two trainings generated 200 answers each in 5 minutes, one alone 85 in
+# 93 s); it pays only where steps wait on the CPU (compiling, judging) or for a call's last minutes.
 # Each sft step returns OUT/sft-OBJECTIVE.tgz (run record, TensorBoard logs, log) and its adapter as
 # OUT/adapter-OBJECTIVE.tgz.NN (15 MiB parts); each eval step OUT/RUN.tgz (its run directory, metrics and report).
 set -u
