@@ -1,0 +1,248 @@
+"""The harness under load (issue 22): thousands of candidates, a tenth or more of them hostile, through the batch
+executor, beside a clean batch of honest candidates alone.
+
+    python benchmarks/load_run.py --out DIR [--honest 1800] [--clean 200] [--hostile-copies 2]
+                                  [--max-minutes M] [--executor local|compile-only] [--budget-ms 1000]
+
+Honest candidates are measured-correct variants of the built-in dataset's C-function tasks (drawn at random with
+``--seed``; the clean batch and the load's honest part are disjoint draws from the same pool). Hostile ones are every
+entry of the adversarial suite (``tests/fixtures/adversarial/manifest.json``) ``--hostile-copies`` times, each copy
+made a distinct source by a trailing comment, so it is compiled and run again rather than found in a cache; the
+``cuda_kernel`` entries need BabelTower's data (``CUDAPERF_BABELTOWER``) and are left out, and said so, without it.
+The load's jobs are shuffled, so hostile candidates (hangs, crashes, out-of-memory, forged timers) land between
+honest ones.
+
+Two batches, ``clean`` then ``load``, each appended to its own resumable store (``DIR/clean.jsonl``,
+``DIR/load.jsonl``): a rerun skips what is already scored, so a run split over several calls (``--max-minutes``:
+no new candidate starts after it) goes on where it stopped. ``DIR/progress.json`` adds up each batch's wall time
+and new results over the calls. ``DIR/summary.json`` and the printed table give, per batch: results by verdict,
+**harness faults** (unscored results: with a GPU there must be none), hostile candidates whose verdict is not one
+the manifest accepts (without a GPU: the verdict the CPU must give, see ``adversarial_table.cpu_expectation``),
+honest candidates not judged correct, and the throughput (new results per minute of wall time) with the load's
+against the clean batch's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import random
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(ROOT))
+
+_SPEC = importlib.util.spec_from_file_location("adversarial_table", Path(__file__).with_name("adversarial_table.py"))
+suite = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(suite)
+
+HONEST = "honest/"
+HOSTILE = "hostile/"
+
+
+def honest_pool(seed: int) -> tuple[dict, list[tuple[str, str, str]]]:
+    """The dataset's C-function tasks by id, and every measured-correct variant of them as (task id, candidate id,
+    completion), shuffled with ``seed``."""
+    from cudaperf.dataset.build import dataset_tasks
+    from cudaperf.dataset.features import c_function_task_ids, measured_valid_ids
+    from cudaperf.dataset.store import Dataset, default_dataset_dir
+
+    ds = Dataset.load(default_dataset_dir())
+    valid, c_tasks = measured_valid_ids(ds), c_function_task_ids(ds)
+    tasks = {k: t for k, t in dataset_tasks(ds).items() if k in c_tasks}
+    rows = [(c["task_id"], HONEST + c["candidate_id"], f"<OUTPUT_CUDA>\n{c['code']}\n</OUTPUT_CUDA>\n")
+            for c in ds.candidates if c["candidate_id"] in valid and c["task_id"] in tasks]
+    rows.sort(key=lambda r: r[1])
+    random.Random(seed).shuffle(rows)
+    return tasks, rows
+
+
+def hostile_copies(copies: int, kinds: set[str] | None = None) -> tuple[dict, list[tuple[str, str, str]], dict,
+                                                                        list[str]]:
+    """The suite's tasks by id, its entries ``copies`` times as (task id, candidate id, completion), the entry of
+    each candidate id, and what was left out (and why)."""
+    tasks, rows, entry_of, left_out = {}, [], {}, []
+    for e in suite.load_manifest():
+        if kinds and e["task_kind"] not in kinds:
+            continue
+        try:
+            task = suite.task_of(e)
+        except FileNotFoundError as exc:
+            left_out.append(f"{e['file']}: {exc}")
+            continue
+        tasks[task.id] = task
+        base = suite.completion(e)
+        py = e["file"].endswith(".py")
+        end = "```\n" if py else "</OUTPUT_CUDA>\n"
+        assert base.endswith(end), e["file"]
+        for k in range(copies):
+            text = base if k == 0 else base[:-len(end)] + f"{'#' if py else '//'} load-run copy {k}\n" + end
+            cid = f"{HOSTILE}{e['file']}#{k}"
+            rows.append((task.id, cid, text))
+            entry_of[cid] = e
+    return tasks, rows, entry_of, left_out
+
+
+def judge(results: list, entry_of: dict, *, gpu: bool) -> dict:
+    """The batch's figures from its results (the latest record of each job)."""
+    verdicts = Counter()
+    faults, hostile_wrong, honest_wrong = [], [], []
+    for r in results:
+        v = "correct" if r.correct else (f"unscored: {r.failure.kind.value}" if r.status == "unscored" else
+                                         (r.failure.kind.value if r.failure else "failed"))
+        verdicts[v] += 1
+        e = entry_of.get(r.candidate_id)
+        if e is not None:
+            ok = suite.matches(suite.outcomes(e) if gpu else suite.cpu_expectation(e), r, suite.reason_for(e))
+            if not ok:
+                hostile_wrong.append({"candidate": r.candidate_id, "observed": suite.observed(r),
+                                      "reason": r.failure.message[:200] if r.failure else None})
+            continue
+        if r.status == "unscored":
+            if gpu:
+                faults.append({"candidate": r.candidate_id, "task": r.task_id, "reason": r.failure.message[:300]})
+        elif not r.correct:
+            honest_wrong.append({"candidate": r.candidate_id, "task": r.task_id,
+                                 "failure": r.failure.kind.value if r.failure else None,
+                                 "reason": r.failure.message[:200] if r.failure else None})
+    if gpu:  # a hostile candidate left unscored is a harness fault too (one it may have caused)
+        faults += [w for w in hostile_wrong if w["observed"]["status"] == "unscored"]
+    return {"results": len(results), "hostile": sum(r.candidate_id in entry_of for r in results),
+            "verdicts": dict(verdicts.most_common()), "harness_faults": len(faults), "faults": faults[:50],
+            "hostile_unexpected": len(hostile_wrong), "hostile_unexpected_list": hostile_wrong[:50],
+            "honest_not_correct": len(honest_wrong), "honest_not_correct_list": honest_wrong[:50]}
+
+
+def run_batch_in(name: str, out: Path, tasks: dict, rows: list, *, executor: str, settings, max_seconds: float | None,
+                 log) -> dict:
+    """One batch into ``DIR/NAME.jsonl``, resuming; returns this call's figures (new results, wall)."""
+    from cudaperf.harness.executor import Job
+    from cudaperf.harness.executors import make_executor
+    from cudaperf.harness.store import ResultStore
+
+    store = ResultStore(out / f"{name}.jsonl")
+    jobs = [Job(t, c, comp) for t, c, comp in rows]
+    needed = sorted({t for t, _, _ in rows})
+    before = len(store.done_keys())
+    t0 = time.monotonic()
+    with make_executor(executor) as ex:
+        options = {"max_seconds": max_seconds} if (max_seconds and executor == "local") else {}
+        summary = ex.evaluate([tasks[t] for t in needed], jobs, store, settings=settings, **options)
+    wall = time.monotonic() - t0
+    done = len(store.done_keys())
+    log(f"{name}: {summary.n_jobs} jobs, {summary.n_skipped} already scored, {done - before} newly scored in "
+        f"{wall:.0f} s; {summary.n_not_started} left for a rerun")
+    return {"wall_s": wall, "new_scored": done - before, "new_results": len(summary.results),
+            "not_started": summary.n_not_started, "gpus": list(summary.gpus),
+            "compile_wall_s": summary.compile_wall_s, "run_wall_s": summary.run_wall_s}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True, help="folder of the stores, progress.json and summary.json")
+    ap.add_argument("--honest", type=int, default=1800, help="honest candidates in the load (default 1800)")
+    ap.add_argument("--clean", type=int, default=200, help="honest candidates in the clean batch (default 200; 0: none)")
+    ap.add_argument("--hostile-copies", type=int, default=2, help="copies of each suite entry in the load (default 2)")
+    ap.add_argument("--hostile-kinds", default="", help="only these task kinds of the suite (comma-separated)")
+    ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--executor", default="local", help="local (default) or compile-only")
+    ap.add_argument("--budget-ms", type=float, default=1000.0, help="timing budget per candidate (default 1000)")
+    ap.add_argument("--max-minutes", type=float, default=None,
+                    help="no new candidate starts after this long (both batches together); rerun to go on")
+    ap.add_argument("--batches", default="clean,load", help="which batches to run, in order (default clean,load)")
+    args = ap.parse_args(argv)
+    from cudaperf.harness.environment import gpu_count
+    from cudaperf.harness.settings import HarnessSettings
+    from cudaperf.harness.store import ResultStore
+
+    if args.honest < 0 or args.clean < 0 or args.hostile_copies < 0:
+        ap.error("--honest, --clean and --hostile-copies must be >= 0")
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    gpu = gpu_count() > 0 and args.executor == "local"
+    kinds = {k.strip() for k in args.hostile_kinds.split(",") if k.strip()} or None
+    bad = (kinds or set()) - set(suite.KINDS)
+    if bad:
+        ap.error(f"--hostile-kinds: unknown {sorted(bad)} (known: {', '.join(suite.KINDS)})")
+
+    c_tasks, pool = honest_pool(args.seed)
+    if args.clean + args.honest > len(pool):
+        ap.error(f"--clean + --honest = {args.clean + args.honest}: the dataset has {len(pool)} correct variants")
+    h_tasks, hostile, entry_of, left_out = hostile_copies(args.hostile_copies, kinds)
+    for why in left_out:
+        log(f"left out: {why}")
+    clash = set(c_tasks) & set(h_tasks)
+    assert not clash, f"task ids in both the dataset and the suite: {sorted(clash)}"
+    tasks = {**c_tasks, **h_tasks}
+    load = pool[args.clean:args.clean + args.honest] + hostile
+    random.Random(args.seed + 1).shuffle(load)
+    batches = {"clean": pool[:args.clean], "load": load}
+    # as the adversarial GPU table (a hang ends at 10 s a test run), with this run's timing budget
+    settings = HarnessSettings(test_timeout_s=10, timing_timeout_s=60, budget_ms=args.budget_ms)
+
+    progress_path = args.out / "progress.json"
+    progress = json.loads(progress_path.read_text()) if progress_path.exists() else {}
+    t_start = time.monotonic()
+    for name in [b.strip() for b in args.batches.split(",") if b.strip()]:
+        if name not in batches:
+            ap.error(f"--batches: unknown batch {name!r} (clean, load)")
+        if not batches[name]:
+            continue
+        left = None
+        if args.max_minutes is not None:
+            left = args.max_minutes * 60 - (time.monotonic() - t_start)
+            if left <= 0:
+                log(f"{name}: not started (--max-minutes spent)")
+                continue
+        call = run_batch_in(name, args.out, tasks, batches[name], executor=args.executor, settings=settings,
+                            max_seconds=left, log=log)
+        p = progress.setdefault(name, {"calls": 0, "wall_s": 0.0, "new_scored": 0, "run_wall_s": 0.0})
+        p["calls"] += 1
+        p["wall_s"] += call["wall_s"]
+        p["new_scored"] += call["new_scored"]
+        p["run_wall_s"] += call["run_wall_s"]
+        p["last_call"] = call
+        progress_path.write_text(json.dumps(progress, indent=1))
+
+    summary = {"gpu": gpu, "executor": args.executor, "seed": args.seed, "budget_ms": args.budget_ms,
+               "hostile_copies": args.hostile_copies, "left_out": left_out, "batches": {}}
+    for name, rows in batches.items():
+        path = args.out / f"{name}.jsonl"
+        if not rows or not path.exists():
+            continue
+        latest = ResultStore(path).latest()
+        results = [latest[(t, c)] for t, c, _ in rows if (t, c) in latest]
+        fig = judge(results, entry_of, gpu=gpu)
+        fig["jobs"] = len(rows)
+        fig["hostile_jobs"] = sum(c in entry_of for _, c, _ in rows)
+        p = progress.get(name, {})
+        if p.get("wall_s"):
+            fig["wall_s"] = round(p["wall_s"], 1)
+            fig["scored_per_min"] = round(p["new_scored"] / p["wall_s"] * 60, 1)
+        summary["batches"][name] = fig
+    b = summary["batches"]
+    if b.get("clean", {}).get("scored_per_min") and b.get("load", {}).get("scored_per_min"):
+        summary["load_over_clean_rate"] = round(b["load"]["scored_per_min"] / b["clean"]["scored_per_min"], 3)
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    for name, fig in b.items():
+        print(f"{name}: {fig['results']} of {fig['jobs']} jobs have results ({fig['hostile']} hostile); harness "
+              f"faults {fig['harness_faults']}; hostile with an unexpected verdict {fig['hostile_unexpected']}; "
+              f"honest not correct {fig['honest_not_correct']}; "
+              + (f"{fig['scored_per_min']} scored/min over {fig['wall_s']} s" if "scored_per_min" in fig else
+                 "no rate") + f"\n  verdicts: {fig['verdicts']}")
+    if "load_over_clean_rate" in summary:
+        print(f"load / clean throughput: {summary['load_over_clean_rate']}")
+    if not gpu:
+        print("no GPU (or compile-only): honest candidates and hostile ones decided on the GPU stay unscored; "
+              "harness faults are counted only with a GPU")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,53 @@
+"""benchmarks/load_run.py on this machine: the real batch executor over honest dataset variants and copies of the
+adversarial suite's whole-program entries (no GPU: what the CPU decides must match, the rest stays unscored), and
+a rerun that resumes without redoing or duplicating a scored result."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+_SPEC = importlib.util.spec_from_file_location(
+    "load_run", Path(__file__).resolve().parents[1] / "benchmarks" / "load_run.py")
+load_run = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(load_run)
+
+
+def _scored_keys(path: Path) -> list[tuple[str, str]]:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [(r["task_id"], r["candidate_id"]) for r in rows if r["status"] == "scored"]
+
+
+def test_hostile_copies_are_distinct_sources_of_every_entry():
+    tasks, rows, entry_of, left_out = load_run.hostile_copies(3, {"c_program"})
+    entries = [e for e in load_run.suite.load_manifest() if e["task_kind"] == "c_program"]
+    assert len(rows) == 3 * len(entries) and not left_out
+    assert len({text for _, _, text in rows}) == len(rows), "a copy is not a distinct source"
+    assert {e["file"] for e in entry_of.values()} == {e["file"] for e in entries}
+    assert set(tasks) == {"collatz_longest"}
+
+
+def test_load_run_decides_what_the_cpu_can_and_resumes(tmp_path, capsys):
+    args = ["--out", str(tmp_path), "--honest", "2", "--clean", "1", "--hostile-copies", "2",
+            "--hostile-kinds", "c_program", "--budget-ms", "50"]
+    assert load_run.main(args) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    load = summary["batches"]["load"]
+    n_entries = sum(e["task_kind"] == "c_program" for e in load_run.suite.load_manifest())
+    assert load["jobs"] == 2 + 2 * n_entries and load["hostile_jobs"] == 2 * n_entries
+    assert load["results"] == load["jobs"], "a job has no result"
+    assert load["hostile_unexpected"] == 0, load["hostile_unexpected_list"]
+    assert summary["batches"]["clean"]["results"] == 1
+    if not summary["gpu"]:  # the static verdicts came, nothing was run
+        assert load["verdicts"].get("static_check", 0) >= 2 * 6
+        assert "correct" not in load["verdicts"]
+    first = _scored_keys(tmp_path / "load.jsonl")
+    assert first and len(first) == len(set(first))
+
+    assert load_run.main(args) == 0  # a rerun: every scored job skipped, none written twice
+    again = _scored_keys(tmp_path / "load.jsonl")
+    assert sorted(again) == sorted(first)
+    progress = json.loads((tmp_path / "progress.json").read_text())
+    assert progress["load"]["calls"] == 2 and progress["load"]["last_call"]["new_scored"] == 0
+    assert "left for a rerun" in capsys.readouterr().err
