@@ -48,6 +48,16 @@
 #   labels-c      the C labels that rest on fewer than BELOW_RUNS (default 3) windowed runs, measured again in
 #                 measure-c-ab's chunks (PARTS, default "l1 l2"; CHUNK_MINUTES), stores kept and ingested the same way
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
+#   trust-load    benchmarks/load_run.py (issue 22): the clean batch, then the load (1,800 honest dataset variants with
+#                 the adversarial suite twice, shuffled), LOAD_MINUTES (default 8) a call; the stores stay in
+#                 .device/load on the machine, so the next call of the lease goes on (a new machine: carry
+#                 .device/load, the stores gunzipped); summary.json, progress.json and the stores (gzipped) to $OUT.
+#                 Carry .whl (pyseccomp for the sandbox) and .device/bt (BabelTower, for the suite's cuda_kernel entries)
+#   kb-sample     benchmarks/kernelbench_sample.py on a KernelBench checkout carried as .device/kb (its KernelBench
+#                 folder): all of levels 1-3 loaded, correct candidates through the largest level-1 problems
+#                 (KB_PROBLEMS, default the script's sample of six)
+#   bt-full       benchmarks/harness_batch.py: BabelTower's 233 reference kernels against their validated hidden
+#                 tests (carry .device/bt)
 # Then, on the CPU machine: `cudaperf dataset ingest STORE.jsonl.gz ...`, in run order (runs named after their stores).
 set -u
 step=${1:?usage: device_session.sh STEP (see the header)}
@@ -167,6 +177,31 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
       --max-minutes "${MINUTES:-7}" > "$OUT/$run.log" 2>&1
     echo "rc=$?" >> "$OUT/$run.log"; tail -c 800 "$OUT/$run.log"
     [ "$store" != "$OUT/$run.jsonl" ] && cp "$store" "$OUT/$run.jsonl"; gzip -f "$OUT/$run.jsonl" ;;
+  trust-load|kb-sample|bt-full)
+    if ls .whl/*.whl > /dev/null 2>&1; then
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
+      export PYTHONPATH=/tmp/site:$PWD
+    fi
+    [ -d .device/bt ] && export CUDAPERF_BABELTOWER=$PWD/.device/bt
+    case "$step" in
+      trust-load)
+        mkdir -p .device/load
+        timeout "${LIMIT:-570}" python benchmarks/load_run.py --out .device/load \
+          --max-minutes "${LOAD_MINUTES:-8}" ${LOAD_ARGS:-} > "$OUT/load_run.log" 2>&1
+        echo "rc=$?" >> "$OUT/load_run.log"; tail -c 2500 "$OUT/load_run.log"
+        cp .device/load/summary.json .device/load/progress.json "$OUT/" 2>/dev/null
+        tar czf "$OUT/load_stores.tgz" -C .device load/clean.jsonl load/load.jsonl 2>/dev/null ;;
+      kb-sample)
+        [ -d .device/kb/level1 ] || { echo "carry a KernelBench checkout's KernelBench folder as .device/kb"; exit 2; }
+        timeout "${LIMIT:-570}" python benchmarks/kernelbench_sample.py --kernelbench .device/kb --out "$OUT/kb" \
+          ${KB_PROBLEMS:+--problems "$KB_PROBLEMS"} > "$OUT/kb_sample.log" 2>&1
+        echo "rc=$?" >> "$OUT/kb_sample.log"; tail -c 3000 "$OUT/kb_sample.log" ;;
+      bt-full)
+        timeout "${LIMIT:-570}" python benchmarks/harness_batch.py --out /tmp/bt --skip-bundled \
+          --babeltower .device/bt --budget-ms 300 > "$OUT/bt_full.log" 2>&1
+        echo "rc=$?" >> "$OUT/bt_full.log"; tail -c 3000 "$OUT/bt_full.log"; cp /tmp/bt/summary.json "$OUT/bt_summary.json" ;;
+    esac ;;
   build-bench)
     timeout 560 python benchmarks/torch_build.py --out "$OUT/torch_build.json" --repeats 1 > "$OUT/torch_build.log" 2>&1
     echo "rc=$?" >> "$OUT/torch_build.log"; tail -3 "$OUT/torch_build.log" ;;
