@@ -250,3 +250,17 @@ def test_a_forged_result_in_the_store_lends_no_credit(tasks, tmp_path):
     ResultStore(tmp_path / "results.jsonl").append(replace(forged, code_sha256=None))
     with pytest.raises(StoreMismatchError):
         ev.evaluate([("saxpy", "s0-t0", honest)])
+
+
+def test_a_batched_generation_records_its_batch(tasks, tmp_path):
+    """A local model's answer carries its generate call's batch size (its latency is that call's wall), so the
+    report counts the call once; a string answer (no generation record) has none."""
+    from cudaperf.policy.base import Generation
+
+    ctx = _ctx(tasks, tmp_path, settings=EnvSettings(max_turns=2))
+    env = RefineEnv(ctx, find_task(tasks, "saxpy"))
+    env.reset()
+    r = env.step(Generation(text="no code", latency_s=12.0, extra={"seed": 1, "batch": 6}))
+    assert r.record.gen_batch == 6 and r.record.latency_s == 12.0
+    assert env.step(BROKEN).record.gen_batch is None
+    assert Generation(text="", extra={"batch": True}).batch_size is None

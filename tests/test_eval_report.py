@@ -341,3 +341,38 @@ def test_paper_constant_covers_the_three_benchmarks():
         for by_k in entry["models"].values():
             assert set(by_k) == {1, 3, 5}
             assert by_k[1][0] <= by_k[3][0] <= by_k[5][0]     # pass@k grows with k in the paper's tables
+
+
+def test_batched_latency_is_counted_once_and_failures_group_by_reason(tmp_path):
+    """Four answers of one batched call (latency 8 s on each) and two requests of their own (1 s each): the
+    generation wall is 8 + 2 s, not 34; failures that differ only in names and numbers count together."""
+    from dataclasses import replace
+
+    msg = "candidate.cu({line}): error: identifier \"{name}\" is undefined\n   x = {name};"
+    recs = [replace(rec(f"t{i}", 0, 0, "compile_error", message=msg.format(line=10 + i, name=f"v{i}"),
+                        stop="turn_limit"), latency_s=8.0, gen_batch=4) for i in range(4)]
+    recs += [replace(rec("t4", 0, 0, "compile_error", message="candidate.cu(3): error: expected a \";\"",
+                         stop="turn_limit"), latency_s=1.0),
+             replace(rec("t5", 0, 0, "no_code", message="no code found", stop="turn_limit"), latency_s=1.0)]
+    d = write_run(tmp_path / "r", header([f"t{i}" for i in range(6)], samples=1, turns=1), recs)
+    m = build_metrics(load_run(d))
+    lat = m["latency_s"]
+    assert lat["total_s"] == pytest.approx(34.0) and lat["generation_wall_s"] == pytest.approx(10.0)
+    assert lat["batched_records"] == 4 and lat["answers_per_min"] == pytest.approx(6 * 60 / 10.0)
+    reasons = m["failure_reasons"]
+    assert reasons[0] == {"category": "compile_error", "reason": 'identifier "…" is undefined', "samples": 4,
+                          "tasks": 4, "example_task": "t0"}
+    assert {(r["category"], r["reason"], r["samples"]) for r in reasons[1:]} == {
+        ("compile_error", 'expected a "…"', 1), ("no_code", "no code found", 1)}
+    write_report(d)
+    page = (d / "report.html").read_text()
+    assert "Why samples failed" in page and "generation wall" in page and "4 of 6 answers came from batched" in page
+
+
+def test_a_bad_gen_batch_is_a_format_error(tmp_path):
+    from dataclasses import replace
+
+    d = write_run(tmp_path / "r", header(["t"], samples=1, turns=1),
+                  [replace(rec("t", 0, 0, "no_code", stop="turn_limit"), gen_batch=0)])
+    with pytest.raises(RunFormatError, match="gen_batch must be an integer >= 1"):
+        load_run(d)

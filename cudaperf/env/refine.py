@@ -270,7 +270,7 @@ class RefineEnv:
             reward=rb.total if rb else None, reward_terms=dict(rb.terms) if rb else {},
             features=feats, prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens,
             finish_reason=gen.finish_reason, latency_s=round(gen.latency_s, 4), feedback=fb, stop=stop,
-            speedup_flag=result.speedup_flag, gen_error=gen.error, accepted=accepted)
+            speedup_flag=result.speedup_flag, gen_error=gen.error, accepted=accepted, gen_batch=gen.batch_size)
         item = SummaryItem(task.id, self.sample, self.turn, self.history, code, fb, result, feats)
         return rec, stop, item
 

@@ -82,7 +82,7 @@ def spec_record(task: Any, sample: int, gen: Generation, spec: str | None,
         failure_message=None if gen.error is None else gen.error[:2000], speedup=None, candidate_cv=None,
         baseline_cv=None, kernel_ms=None, memcpy_ms=None, reward=None, reward_terms={}, features={},
         prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens, finish_reason=gen.finish_reason,
-        latency_s=round(gen.latency_s, 4), feedback=note, gen_error=gen.error, phase="spec",
+        latency_s=round(gen.latency_s, 4), feedback=note, gen_error=gen.error, phase="spec", gen_batch=gen.batch_size,
         spec=spec if spec is not None else (gen.text[:SPEC_MAX_CHARS] if gen.error is None else None))
 
 

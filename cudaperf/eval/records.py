@@ -78,6 +78,9 @@ class TurnRecord:
     """A spec turn's specification (the <SPEC> block, else the raw answer)."""
     accepted: bool | None = None
     """``--strategy evolve``: whether this turn's candidate became the best kept (None under ``refine``)."""
+    gen_batch: int | None = None
+    """How many answers one generate call made together with this one (local models batch them, and ``latency_s``
+    is that call's wall, shared); None: a request of its own (an endpoint) or an older record."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

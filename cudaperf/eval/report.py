@@ -36,6 +36,7 @@ import io
 import json
 import math
 import os
+import re
 import statistics
 import warnings
 from collections import Counter
@@ -210,6 +211,9 @@ def _record_problem(d: dict[str, Any]) -> str | None:
             return f"{name} must be an integer >= 0 or null, got {d[name]!r}"
     if not _is_num(d["latency_s"]) or d["latency_s"] < 0:
         return f"latency_s must be a finite number >= 0, got {d['latency_s']!r}"
+    gb = d.get("gen_batch")
+    if gb is not None and (not _is_int(gb) or gb < 1):
+        return f"gen_batch must be an integer >= 1 or null, got {gb!r}"
     for name in ("reward_terms", "features"):
         if not isinstance(d[name], dict):
             return f"{name} must be an object, got {type(d[name]).__name__}"
@@ -342,6 +346,38 @@ def outcome_category(rec: TurnRecord) -> str:
     return rec.failure_kind or f"stopped_at_{rec.stage}"
 
 
+FAILURE_REASONS_SHOWN = 12
+"""Rows of the report's "why samples failed" table (metrics.json keeps them all)."""
+
+_QUOTED = re.compile(r"'[^'\n]{0,80}'|\"[^\"\n]{0,80}\"")
+_NUMBER = re.compile(r"\d+(\.\d+)?")
+
+
+def failure_reason(rec: TurnRecord) -> str:
+    """The reason of a failed record with what varies between candidates taken out (quoted names, numbers), so
+    that candidates failing the same way count together: the static checks' first reason, nvcc's first error."""
+    msg = (rec.failure_message or "").strip()
+    if rec.failure_kind in ("compile_error", "link_error"):
+        m = re.search(r"error\s*:\s*(.+)", msg)
+        msg = m.group(1) if m else msg
+    msg = msg.split("\n", 1)[0].split("; ", 1)[0]
+    msg = _NUMBER.sub("N", _QUOTED.sub(lambda q: q.group(0)[0] + "…" + q.group(0)[0], msg))
+    return (msg[:157] + "...") if len(msg) > 160 else (msg or "(no message)")
+
+
+def failure_reasons(finals: Sequence[TurnRecord | None]) -> list[dict[str, Any]]:
+    """The final outcomes that failed (scored, not correct), grouped by category and :func:`failure_reason`,
+    most frequent first: category, reason, samples, tasks, an example task."""
+    groups: dict[tuple[str, str], list[TurnRecord]] = {}
+    for r in finals:
+        if r is None or r.status != "scored" or r.correct:
+            continue
+        groups.setdefault((outcome_category(r), failure_reason(r)), []).append(r)
+    rows = [{"category": cat, "reason": why, "samples": len(rs), "tasks": len({r.task_id for r in rs}),
+             "example_task": min(r.task_id for r in rs)} for (cat, why), rs in groups.items()]
+    return sorted(rows, key=lambda d: (-d["samples"], d["category"], d["reason"]))
+
+
 def _category_order(cat: str) -> tuple[int, int, str]:
     if cat == "correct":
         return (0, 0, cat)
@@ -452,6 +488,8 @@ def build_metrics(run: Run, settings: MetricSettings = MetricSettings()) -> dict
     prompt = [r.prompt_tokens for r in recs if r.prompt_tokens is not None]
     completion = [r.completion_tokens for r in recs if r.completion_tokens is not None]
     lat = [r.latency_s for r in recs]
+    # a batched call's wall is on each of its answers: counted once, as a share per answer
+    shares = [r.latency_s / (r.gen_batch or 1) for r in recs]
     n_traj = len(trajs)
     tokens = {
         "records": len(recs),
@@ -466,6 +504,9 @@ def build_metrics(run: Run, settings: MetricSettings = MetricSettings()) -> dict
         "mean_s": statistics.fmean(lat) if lat else None, "median_s": statistics.median(lat) if lat else None,
         "p90_s": _quantile(lat, 0.9) if lat else None, "max_s": max(lat) if lat else None,
         "per_sample_s": math.fsum(lat) / n_traj if n_traj else None,
+        "batched_records": sum(r.gen_batch is not None and r.gen_batch > 1 for r in recs),
+        "generation_wall_s": math.fsum(shares) if shares else 0.0,
+        "answers_per_min": (60.0 * len(shares) / math.fsum(shares)) if shares and math.fsum(shares) > 0 else None,
     }
     paper = None
     if h.benchmark in PAPER_BENCHMARK:
@@ -487,6 +528,7 @@ def build_metrics(run: Run, settings: MetricSettings = MetricSettings()) -> dict
         "by_turn": by_turn,
         "best_by_turn": best_turn,
         "stages": _ordered_counts([outcome_category(r) for r in finals.values() if r is not None]),
+        "failure_reasons": failure_reasons(list(finals.values())),
         "groups": groups,
         "stop_reasons": {k: stops[k] for k in (*STOP_REASONS, "unfinished") if stops[k]},
         "finish_reasons": dict(sorted(Counter(r.finish_reason for r in recs).items())),
@@ -715,6 +757,19 @@ def _group_tables(m: dict[str, Any]) -> str:
     return "<h2>Groups</h2>" + "".join(out) if out else ""
 
 
+def _reasons_table(rows: Sequence[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    shown = rows[:FAILURE_REASONS_SHOWN]
+    more = len(rows) - len(shown)
+    note = (f"<p class=\"note\">Failed final outcomes grouped by reason (quoted names and numbers taken out); "
+            f"{len(shown)} most frequent of {len(rows)}" + (f"; the other {more} are in metrics.json" if more else "")
+            + ".</p>")
+    return ("<h3>Why samples failed</h3>" + _table(["reason", "final outcome", "samples", "tasks", "e.g. task"],
+            [[_e(d["reason"]), _e(d["category"]), str(d["samples"]), str(d["tasks"]), _e(d["example_task"])]
+             for d in shown]) + note)
+
+
 def _usage_section(m: dict[str, Any]) -> str:
     t, lat = m["tokens"], m["latency_s"]
 
@@ -726,10 +781,18 @@ def _usage_section(m: dict[str, Any]) -> str:
             ["completion tokens", num(t["completion_tokens_total"]), num(t["completion_tokens_per_sample"]),
              f"{t['records_with_completion_tokens']} of {t['records']}"]]
     out = ["<h2>Generation</h2>", _table(["", "total", "per sample", "turns that reported it"], rows)]
-    out.append(_table(["latency", "total", "per sample", "mean per turn", "median", "p90", "max"],
+    out.append(_table(["latency of the call that made each answer", "total", "per sample", "mean per turn",
+                       "median", "p90", "max"],
                       [["seconds", num(lat["total_s"], "{:,.1f}"), num(lat["per_sample_s"], "{:,.1f}"),
                         num(lat["mean_s"], "{:,.2f}"), num(lat["median_s"], "{:,.2f}"), num(lat["p90_s"], "{:,.2f}"),
                         num(lat["max_s"], "{:,.2f}")]]))
+    if lat.get("generation_wall_s") is not None:
+        note = (f"{lat['batched_records']} of {lat['records']} answers came from batched calls, whose wall is "
+                "on each of their answers above; here it is counted once" if lat.get("batched_records") else
+                "every answer was a request of its own")
+        out.append(_table(["generation wall", "answers per minute", ""],
+                          [[num(lat["generation_wall_s"], "{:,.1f} s"), num(lat.get("answers_per_min"), "{:,.1f}"),
+                            _e(note)]]))
     if m["stop_reasons"]:
         out.append(_table(["why trajectories ended", "count"], [[_e(k), str(v)] for k, v in m["stop_reasons"].items()]))
     if m["finish_reasons"]:
@@ -810,7 +873,7 @@ def render_html(m: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
                "stopped). Best by turn: the best of its turns so far.</p>") if m["by_turn"] else ""
     stages = ("<h2>Stage breakdown</h2>" + img("stages")
               + _table(["final outcome", "samples"], [[_e(k), str(v)] for k, v in m["stages"].items()])
-              ) if m["stages"] else ""
+              + _reasons_table(m.get("failure_reasons") or [])) if m["stages"] else ""
     dist = "<h2>Speedup distribution</h2>" + (img("speedups") if speeds else
                                               "<p><b>No correct sample</b>: there is no speedup to plot.</p>")
     body = "".join([

@@ -62,6 +62,13 @@ class Generation:
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def batch_size(self) -> int | None:
+        """How many answers the generate call that made this one made at once (``extra["batch"]``, which local
+        models set; their ``latency_s`` is that call's wall), else None."""
+        b = self.extra.get("batch")
+        return b if isinstance(b, int) and not isinstance(b, bool) and b >= 1 else None
+
     def to_dict(self) -> dict[str, Any]:
         return {"text": self.text, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "finish_reason": self.finish_reason, "latency_s": self.latency_s, "error": self.error,
