@@ -32,6 +32,9 @@
 #                step of the embedded model costs about 80 ms whatever the batch, session 17, so one chunk per task
 #                set) so that a chunk ends inside EVAL_MINUTES; GENPROBE_PROFILE=1 adds torch.profiler's table,
 #                GENPROBE_STATIC=1 the first size again with the static (compiled) KV cache
+#   sft-speed    seconds per optimizer step of plain SFT in SPEED_STEPS (default 12) steps, side by side in one
+#                call: the defaults (4 x 4 accumulated, gradient checkpointing) against one micro-batch of 16 without
+#                checkpointing (SPEED_ARGS), the same 16 examples a step; OUT/sft_speed.txt
 #   decode       benchmarks/decode_overhead.py: ms a decoding step of the embedded model's shape beside the same
 #                depth at width 64, batches 1, 64, 256 (random weights, about a minute)
 # STEP+STEP+... runs those steps at once, as processes side by side on the one GPU (the model joined first), e.g.
@@ -98,6 +101,18 @@ run_step() {  # one step; the loop below runs steps in order, or the parts of a 
       local name="eval-${which/plain/sft-plain}"; name=${name/cuset/sft-cuset}
       case "$step" in *-family) name="$name-family" ;; esac
       evaluate "$name${EVAL_TAG:-}" "$policy" "$tasks" ;;
+    sft-speed)
+      join_gguf; mkdir -p runs; : > "$OUT/sft_speed.txt"
+      for arm in default fast; do
+        local args="" d="runs/speed-$arm"
+        [ "$arm" = fast ] && args=${SPEED_ARGS:---batch-size 16 --grad-accum 1 --no-gradient-checkpointing}
+        rm -rf "$d"
+        timeout 240 python3 -m cudaperf sft --model "$MODEL_DIR" --objective plain --out "$d" \
+          --max-steps "${SPEED_STEPS:-12}" --save-steps 1000 --no-eval $args > "$d.log" 2>&1
+        python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], sys.argv[3] or "(defaults)", "steps", r["global_step"], "train_wall_s", r["train_wall_s"], "s/step", round(r["train_wall_s"] / max(1, r["global_step"]), 3), "loss", r.get("final_loss"))' \
+          "$d/sft_run.json" "$arm" "$args" >> "$OUT/sft_speed.txt" 2>&1 || tail -5 "$d.log" >> "$OUT/sft_speed.txt"
+      done
+      cat "$OUT/sft_speed.txt" ;;
     decode) timeout "${DECODE_LIMIT:-150}" python3 benchmarks/decode_overhead.py --batches 1,64,256 \
         --out "$OUT/decode_overhead.json" ;;
     unpack)
