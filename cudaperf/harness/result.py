@@ -195,6 +195,9 @@ class GpuEvidence:
     timer_check: str | None = None
     """The external clock check of the timing windows: ``in-process span / harness clock`` per window, or why it
     did not apply."""
+    driver_context: str | None = None
+    """Whole programs: the check of the driver's list of processes with a CUDA context (NVML) while the tests ran:
+    ``seen in K of N test runs``, ``off``, or why it was unavailable (:mod:`cudaperf.harness.nvml`)."""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import numpy as np
 
 from cudaperf.harness.compile import BuildOutcome, build_c_program, build_cuda_program, injection_library
 from cudaperf.harness.environment import device_for_child
+from cudaperf.harness.nvml import ContextWatch
 from cudaperf.harness.result import (
     EvaluationResult,
     Failure,
@@ -139,6 +140,19 @@ def prepare_c_program(task: CProgramTask, settings: HarnessSettings, seed: int, 
     return PreparedCProgram(task, seed, tuple(inputs), tuple(configs), tuple(expected), tin.encode(), texp, baseline)
 
 
+def _context_check(settings: HarnessSettings, gpu_index: int | None) -> tuple[int | None, str]:
+    """(the NVML index of the run's GPU, "") when the driver's context list is to be checked, else (None, why not)."""
+    if not settings.c_program_context_check:
+        return None, "off"
+    if gpu_index is None:
+        return None, "no GPU given"
+    from cudaperf.harness.nvml import context_check_available
+
+    index = int(device_for_child(gpu_index))
+    ok, why = context_check_available(index, settings.arch)
+    return (index, "") if ok else (None, why)
+
+
 def _parse_probe(path: Path) -> dict:
     if not path.exists():
         return {"absent": True}
@@ -168,19 +182,23 @@ def run_program_candidate(task: CProgramTask, build: BuildOutcome, res: Evaluati
             extra["CUDA_INJECTION64_PATH"] = str(copy_in(lib, w, "libinject.so"))
         env = scrubbed_env(w, extra)
 
-        def run_once(stdin: bytes, tag: str, timeout: float):
+        context = _context_check(settings, gpu_index)  # (NVML index, None) or (None, why it is off/unavailable)
+
+        def run_once(stdin: bytes, tag: str, timeout: float, watch: ContextWatch | None = None):
             (w / f"{tag}.in").write_bytes(stdin)
             share_file(w / f"{tag}.in")
             probe = w / f"{tag}.probe"
             run = run_sandboxed([str(exe)], w, env={**env, "CUDAPERF_PROBE_OUT": str(probe)},
                                 stdin_path=w / f"{tag}.in",
-                                limits=SandboxLimits(wall_s=timeout, capture_bytes=16 << 20))
+                                limits=SandboxLimits(wall_s=timeout, capture_bytes=16 << 20), observe=watch)
             return run, _parse_probe(probe)
 
-        tests, kernels_total, probes = [], 0, []
+        tests, kernels_total, probes, watches = [], 0, [], []
         failure = None
         for i, (inp, cfg, exp) in enumerate(zip(prepared.inputs, prepared.configs, prepared.expected)):
-            run, probe = run_once(inp, f"t{i}", settings.test_timeout_s)
+            watch = ContextWatch(context[0]) if context[0] is not None else None
+            run, probe = run_once(inp, f"t{i}", settings.test_timeout_s, watch)
+            watches.append(watch)
             probes.append(probe)
             kernels_total += probe.get("kernels", 0)
             if run.timed_out or run.returncode != 0:
@@ -205,12 +223,22 @@ def run_program_candidate(task: CProgramTask, build: BuildOutcome, res: Evaluati
             why = errors[0] if errors else "CUPTI not found"
             return replace(res, status="unscored", failure=Failure(
                 FailureKind.HARNESS, f"cannot verify GPU work: profiler probe unavailable ({why})", "harness"))
-        evidence = GpuEvidence(source="cupti-injection", kernels_in_tests=kernels_total, kernels_in_timed_call=None)
+        ctx_note = (f"seen in {sum(wt.seen for wt in watches if wt)} of {len(watches)} test runs"
+                    if context[0] is not None else context[1])
+        evidence = GpuEvidence(source="cupti-injection", kernels_in_tests=kernels_total, kernels_in_timed_call=None,
+                               driver_context=ctx_note)
         if kernels_total == 0:
             how = ("never initialised CUDA" if all(pr.get("absent") for pr in probes)
                    else "launched no kernel (or ended without a normal exit)")
             return replace(res, gpu_evidence=evidence, failure=Failure(
                 FailureKind.NO_GPU_WORK, f"outputs were right but the program {how}: no GPU work, no credit"))
+        if context[0] is not None:
+            unseen = [i for i, (wt, pr) in enumerate(zip(watches, probes)) if pr.get("kernels") and not wt.seen]
+            if unseen:
+                return replace(res, gpu_evidence=evidence, failure=Failure(
+                    FailureKind.NO_GPU_WORK, f"the probe's record of test {unseen[0]} claims "
+                    f"{probes[unseen[0]]['kernels']} kernel(s), but the driver never listed a CUDA context of the "
+                    f"program (NVML): the record was not the probe's; no credit"))
         res = replace(res, stage=Stage.CORRECT, correct=True, gpu_evidence=evidence)
         if not settings.time_candidates or prepared.baseline_timing is None:
             return res

@@ -87,6 +87,12 @@ Not covered
     process, so Python reachable from the candidate can shift them down to half the profiled call's GPU time, and
     a candidate that breaks the profiler itself as well can go lower; the harness keeps no clock of its own on
     each PyTorch call;
+  * a whole program (``c_program``) reports its GPU work through a CUPTI probe loaded into its own process, so a
+    host-only program can write the probe's record itself. What stands, when ``c_program_context_check`` is on
+    (off by default until shown on the GPU machines): the harness reads the driver's list of processes with a
+    CUDA context (NVML) while each test runs, and a record claiming kernels from a program never in that list
+    gets no credit (:mod:`cudaperf.harness.nvml`). What does not: a program that does hold a context (or starts
+    a child that does) while it computes on the host and forges the record;
   * side channels, kernel exploits (the seccomp profiles are deny-lists: the calls they allow are the kernel's
     attack surface), the GPU driver's own ioctls, and reading what the private root binds (system files, the
     Python installation and its site-packages, the CUDA toolkit, ``/sys``);
@@ -899,6 +905,7 @@ def run_sandboxed(
     level: str | None = None,
     control: Callable[[Control], None] | None = None,
     pausable: bool = False,
+    observe: Callable[[int, threading.Event], None] | None = None,
 ) -> SandboxRun:
     """Run ``argv`` in ``workdir`` under the sandbox; never raises for anything the program does.
 
@@ -911,13 +918,18 @@ def run_sandboxed(
 
     ``level``: a :func:`base_level` to use instead of the strongest one (``session`` runs without namespaces).
 
+    ``observe``: called on a thread of its own from the program's start, with the process id the harness sees
+    (the program and its descendants are that process's) and an event set once the program has ended; it must
+    return soon after the event is set. For evidence gathered from outside the program (the driver's list of
+    processes with a CUDA context, :mod:`cudaperf.harness.nvml`).
+
     Raises ``FileNotFoundError`` when the sandbox tooling itself is missing and :class:`SandboxSetupError` (an
     ``OSError``) when the sandbox could not be built or the program not started in it (a missing bind, say):
     harness faults, which happen before the program runs.
     """
     env = dict(env) if env is not None else scrubbed_env(workdir)
     plan = _plan(limits, argv[0] if argv else "", workdir, level)
-    return _execute(argv, workdir, plan, limits, env, stdin_path, control, pausable)
+    return _execute(argv, workdir, plan, limits, env, stdin_path, control, pausable, observe)
 
 
 def _disk_usage(root: Path, max_entries: int = 200_000) -> tuple[int, int]:
@@ -968,7 +980,8 @@ class _Watch(threading.Thread):
 
 
 def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLimits, env: dict[str, str],
-             stdin_path: Path | None, control: Callable[[Control], None] | None, pausable: bool) -> SandboxRun:
+             stdin_path: Path | None, control: Callable[[Control], None] | None, pausable: bool,
+             observe: Callable[[int, threading.Event], None] | None = None) -> SandboxRun:
     level = plan.base
     out_path = workdir / ".stdout"
     err_path = workdir / ".stderr"
@@ -1077,6 +1090,11 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
 
         watch = _Watch(workdir, limits, run_cg, kill_all)
         watch.start()
+        ended = threading.Event()
+        observer = None
+        if observe is not None:
+            observer = threading.Thread(target=observe, args=(proc.pid, ended), name="cudaperf-observe", daemon=True)
+            observer.start()
         timed_out = False
         ctl: Control | None = None
         if pausable:
@@ -1102,6 +1120,9 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
             timed_out = True
             rc = None
         finally:
+            ended.set()
+            if observer is not None:
+                observer.join(timeout=5.0)
             watch.stop.set()
             if pausable:
                 HOST.unregister(proc.pid)

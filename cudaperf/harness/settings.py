@@ -95,6 +95,12 @@ class HarnessSettings:
     set is re-checked against the reference run on the same perturbed inputs (one reference call per set and
     candidate, as background host work). False: the outputs of timed calls are re-checked only where the task's
     inputs cannot be perturbed, against the unperturbed expected outputs."""
+    c_program_context_check: bool = False
+    """Whole programs (``c_program``): the harness reads the driver's list of processes with a CUDA context (NVML)
+    while each test run goes, and a program whose probe record claims kernels but that was never in that list gets
+    no credit (``no_gpu_work``): the probe's record is written inside the program's process, where it can be
+    forged (:mod:`cudaperf.harness.nvml`). Where NVML cannot see the sandbox's processes the check is unavailable
+    and the result says so. Off by default until it has run on the GPU machines."""
     arch: str | None = None
     """``sm_XY``; None: the visible GPU's, or sm_90 without one."""
     nvcc_flags: tuple[str, ...] = DEFAULT_NVCC_FLAGS

@@ -254,3 +254,27 @@ def test_batch_with_burst_preparation_on_every_gpu(tmp_path):
         assert len(r.candidate_timing.windows_ms) == 3 == len(r.baseline_timing.windows_ms)
     assert HOST.urgent_started - before >= 2  # the first fill and at least one refill
     assert HOST.state() == (0, 0, 0) and HOST.urgent_periods() == 0
+
+
+def test_c_program_context_check_sees_honest_programs_and_stops_a_forged_probe(collatz, fixtures_dir):
+    """The driver's context list (NVML) from outside the program: the calibration sees a sandboxed program here;
+    the bundled fast program is seen in every test run and credited; a host-only program that writes the probe's
+    record itself (adversarial/collatz_forged_probe_runtime.cu, credited without the check) gets no_gpu_work."""
+    from dataclasses import replace
+
+    from cudaperf.harness.environment import device_for_child
+    from cudaperf.harness.evaluate import prepare_task
+    from cudaperf.harness.nvml import context_check_available
+
+    ok, why = context_check_available(int(device_for_child(0)))
+    assert ok, why
+    s = replace(SETTINGS, c_program_context_check=True)
+    prepared = prepare_task(collatz, s, seed=99)
+    fast = evaluate(collatz, _bundled("collatz_longest", "fast"), settings=s, prepared=prepared)
+    assert fast.correct and fast.stage == Stage.TIMED, fast.failure
+    n = len(fast.tests)
+    assert fast.gpu_evidence.driver_context == f"seen in {n} of {n} test runs"
+    forged = (fixtures_dir / "adversarial" / "collatz_forged_probe_runtime.cu").read_text()
+    r = evaluate(collatz, f"<OUTPUT_CUDA>\n{forged}</OUTPUT_CUDA>\n", settings=s, prepared=prepared)
+    assert not r.correct and r.failure.kind == FailureKind.NO_GPU_WORK, r.failure
+    assert "never listed a CUDA context" in r.failure.message and r.failure.attributed_to == "candidate"
