@@ -18,8 +18,10 @@ no new candidate starts after it) goes on where it stopped. ``DIR/progress.json`
 and new results over the calls. ``DIR/summary.json`` and the printed table give, per batch: results by verdict,
 **harness faults** (unscored results: with a GPU there must be none), hostile candidates whose verdict is not one
 the manifest accepts (without a GPU: the verdict the CPU must give, see ``adversarial_table.cpu_expectation``),
-honest candidates not judged correct, and the throughput (new results per minute of wall time) with the load's
-against the clean batch's.
+honest candidates not judged correct, the throughput (new results per minute of wall time) with the load's
+against the clean batch's, and the kernels' and the GPU's share of the traced timed call (``GpuEvidence``) over the
+honest correct candidates (quantiles) beside the credited hostile ones: the data a rule against host work behind
+a token kernel needs.
 """
 
 from __future__ import annotations
@@ -110,12 +112,39 @@ def judge(results: list, entry_of: dict, *, gpu: bool) -> dict:
             honest_wrong.append({"candidate": r.candidate_id, "task": r.task_id,
                                  "failure": r.failure.kind.value if r.failure else None,
                                  "reason": r.failure.message[:200] if r.failure else None})
+    shares = {"honest": {"kernel_share": [], "gpu_share": []}, "hostile": {}}
+    for r in results:
+        ev = r.gpu_evidence
+        if ev is None or not r.correct:
+            continue
+        e = entry_of.get(r.candidate_id)
+        side = shares["honest"] if e is None else shares["hostile"].setdefault(
+            e["file"], {"kernel_share": [], "gpu_share": []})
+        for key in ("kernel_share", "gpu_share"):
+            v = getattr(ev, key, None)
+            if v is not None:
+                side[key].append(float(v))
     if gpu:  # a hostile candidate left unscored is a harness fault too (one it may have caused)
         faults += [w for w in hostile_wrong if w["observed"]["status"] == "unscored"]
     return {"results": len(results), "hostile": sum(r.candidate_id in entry_of for r in results),
             "verdicts": dict(verdicts.most_common()), "harness_faults": len(faults), "faults": faults[:50],
             "hostile_unexpected": len(hostile_wrong), "hostile_unexpected_list": hostile_wrong[:50],
-            "honest_not_correct": len(honest_wrong), "honest_not_correct_list": honest_wrong[:50]}
+            "honest_not_correct": len(honest_wrong), "honest_not_correct_list": honest_wrong[:50],
+            # where a rule on the kernels' share of a traced call would have to sit (token kernels, issue 22):
+            # quantiles over the honest correct candidates, and each credited hostile one's values
+            "shares_honest": {k: _quantiles(v) for k, v in shares["honest"].items()},
+            "shares_hostile_credited": {f: {k: sorted(v) for k, v in d.items()} for f, d in shares["hostile"].items()}}
+
+
+def _quantiles(values: list[float]) -> dict | None:
+    if not values:
+        return None
+    v = sorted(values)
+
+    def q(p: float) -> float:
+        return v[min(len(v) - 1, int(p * (len(v) - 1) + 0.5))]
+
+    return {"n": len(v), "min": v[0], "p01": q(0.01), "p05": q(0.05), "median": q(0.5), "max": v[-1]}
 
 
 def run_batch_in(name: str, out: Path, tasks: dict, rows: list, *, executor: str, settings, max_seconds: float | None,
