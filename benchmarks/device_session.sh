@@ -48,10 +48,11 @@
 #   labels-c      the C labels that rest on fewer than BELOW_RUNS (default 3) windowed runs, measured again in
 #                 measure-c-ab's chunks (PARTS, default "l1 l2"; CHUNK_MINUTES), stores kept and ingested the same way
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
-#   trust-load    benchmarks/load_run.py (issue 22): the clean batch, then the load (1,800 honest dataset variants with
+#   trust-load    benchmarks/load_run.py (issue 22): the clean batch, then the load (1,800 honest dataset variants of
+#                 250 tasks (LOAD_ARGS, default --max-tasks 250) with
 #                 the adversarial suite twice, shuffled), LOAD_MINUTES (default 8) a call; the stores stay in
 #                 .device/load on the machine, so the next call of the lease goes on (a new machine: carry
-#                 .device/load, the stores gunzipped); summary.json, progress.json and the stores (gzipped) to $OUT.
+#                 .device/load back, unpacked from load_stores.tgz); summary.json, progress.json and load_stores.tgz to $OUT.
 #                 Carry .whl (pyseccomp for the sandbox) and .device/bt (BabelTower, for the suite's cuda_kernel entries)
 #   kb-sample     benchmarks/kernelbench_sample.py on a KernelBench checkout carried as .device/kb (its KernelBench
 #                 folder): all of levels 1-3 loaded, correct candidates through the largest level-1 problems
@@ -188,10 +189,10 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
       trust-load)
         mkdir -p .device/load
         timeout "${LIMIT:-570}" python benchmarks/load_run.py --out .device/load \
-          --max-minutes "${LOAD_MINUTES:-8}" ${LOAD_ARGS:-} > "$OUT/load_run.log" 2>&1
+          --max-minutes "${LOAD_MINUTES:-8}" ${LOAD_ARGS:---max-tasks 250} > "$OUT/load_run.log" 2>&1
         echo "rc=$?" >> "$OUT/load_run.log"; tail -c 2500 "$OUT/load_run.log"
         cp .device/load/summary.json .device/load/progress.json "$OUT/" 2>/dev/null
-        tar czf "$OUT/load_stores.tgz" -C .device load/clean.jsonl load/load.jsonl 2>/dev/null ;;
+        tar czf "$OUT/load_stores.tgz" -C .device load/clean.jsonl load/load.jsonl load/progress.json 2>/dev/null ;;
       kb-sample)
         [ -d .device/kb/level1 ] || { echo "carry a KernelBench checkout's KernelBench folder as .device/kb"; exit 2; }
         timeout "${LIMIT:-570}" python benchmarks/kernelbench_sample.py --kernelbench .device/kb --out "$OUT/kb" \

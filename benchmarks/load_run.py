@@ -1,7 +1,7 @@
 """The harness under load (issue 22): thousands of candidates, a tenth or more of them hostile, through the batch
 executor, beside a clean batch of honest candidates alone.
 
-    python benchmarks/load_run.py --out DIR [--honest 1800] [--clean 200] [--hostile-copies 2]
+    python benchmarks/load_run.py --out DIR [--honest 1800] [--clean 200] [--hostile-copies 2] [--max-tasks N]
                                   [--max-minutes M] [--executor local|compile-only] [--budget-ms 1000]
 
 Honest candidates are measured-correct variants of the built-in dataset's C-function tasks (drawn at random with
@@ -47,9 +47,10 @@ HONEST = "honest/"
 HOSTILE = "hostile/"
 
 
-def honest_pool(seed: int) -> tuple[dict, list[tuple[str, str, str]]]:
+def honest_pool(seed: int, max_tasks: int = 0) -> tuple[dict, list[tuple[str, str, str]]]:
     """The dataset's C-function tasks by id, and every measured-correct variant of them as (task id, candidate id,
-    completion), shuffled with ``seed``."""
+    completion), shuffled with ``seed``; with ``max_tasks``, only the variants of that many tasks drawn at random
+    (each task is prepared once per batch, so fewer tasks with more candidates each is an RL step's shape)."""
     from cudaperf.dataset.build import dataset_tasks
     from cudaperf.dataset.features import c_function_task_ids, measured_valid_ids
     from cudaperf.dataset.store import Dataset, default_dataset_dir
@@ -60,6 +61,10 @@ def honest_pool(seed: int) -> tuple[dict, list[tuple[str, str, str]]]:
     rows = [(c["task_id"], HONEST + c["candidate_id"], f"<OUTPUT_CUDA>\n{c['code']}\n</OUTPUT_CUDA>\n")
             for c in ds.candidates if c["candidate_id"] in valid and c["task_id"] in tasks]
     rows.sort(key=lambda r: r[1])
+    if max_tasks:
+        ids = sorted({r[0] for r in rows})
+        keep = set(random.Random(seed - 1).sample(ids, min(max_tasks, len(ids))))
+        rows = [r for r in rows if r[0] in keep]
     random.Random(seed).shuffle(rows)
     return tasks, rows
 
@@ -179,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clean", type=int, default=200, help="honest candidates in the clean batch (default 200; 0: none)")
     ap.add_argument("--hostile-copies", type=int, default=2, help="copies of each suite entry in the load (default 2)")
     ap.add_argument("--hostile-kinds", default="", help="only these task kinds of the suite (comma-separated)")
+    ap.add_argument("--max-tasks", type=int, default=0,
+                    help="honest candidates from this many dataset tasks only, drawn at random (default 0: all)")
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--executor", default="local", help="local (default) or compile-only")
     ap.add_argument("--budget-ms", type=float, default=1000.0, help="timing budget per candidate (default 1000)")
@@ -200,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         ap.error(f"--hostile-kinds: unknown {sorted(bad)} (known: {', '.join(suite.KINDS)})")
 
-    c_tasks, pool = honest_pool(args.seed)
+    c_tasks, pool = honest_pool(args.seed, args.max_tasks)
     if args.clean + args.honest > len(pool):
         ap.error(f"--clean + --honest = {args.clean + args.honest}: the dataset has {len(pool)} correct variants")
     h_tasks, hostile, entry_of, left_out = hostile_copies(args.hostile_copies, kinds)

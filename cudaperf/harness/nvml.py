@@ -64,7 +64,9 @@ class _Nvml:
             if rc != _INSUFFICIENT_SIZE:
                 raise OSError(f"nvmlDeviceGetComputeRunningProcesses returned {rc}")
             cap = n.value + 16
-            buf = (_ProcessInfo * cap)()
+            # twice the room asked for: were this driver's record larger than the one declared here, its writes
+            # would stay inside the buffer (and the garbled ids would fail the calibration, not the harness)
+            buf = (_ProcessInfo * (2 * cap))()
             n = ctypes.c_uint(cap)
             rc = self._procs(handle, ctypes.byref(n), buf)
             if rc != _OK:
