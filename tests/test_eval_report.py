@@ -333,6 +333,7 @@ def test_print_summary(small_run):
     assert "50.0%" in text                                    # pass@1
     assert f"{math.sqrt(14):.3g}x (2)" in text                # geo-mean speedup@1 over 2 tasks
     assert "4 unscored" in text
+    assert "most frequent failures: 2 x wrong_output: wrong_output here; 1 x compile_error" in text
 
 
 def test_paper_constant_covers_the_three_benchmarks():

@@ -933,5 +933,10 @@ def print_summary(metrics: Mapping[str, Any], console=None) -> None:
                   f"{f['correct_samples']} correct; {f['unscored_samples']} unscored (not counted); "
                   f"{f['policy_error_samples']} policy errors"
                   + (f"; {len(f['uncounted_tasks'])} task(s) without a counted sample" if f["uncounted_tasks"] else ""))
+    reasons = metrics.get("failure_reasons") or []
+    if reasons:  # what a user asks first of a low compile rate: what stopped the samples
+        console.print("most frequent failures: " + "; ".join(
+            f"{d['samples']} x {escape(d['category'])}: {escape(d['reason'][:90])}" for d in reasons[:3]),
+            highlight=False)
     for w in metrics["load"]["warnings"]:
         console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
