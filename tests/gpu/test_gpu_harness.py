@@ -270,11 +270,11 @@ def test_c_program_context_check_sees_honest_programs_and_stops_a_forged_probe(c
     assert ok, why
     s = replace(SETTINGS, c_program_context_check=True)
     prepared = prepare_task(collatz, s, seed=99)
-    fast = evaluate(collatz, _bundled("collatz_longest", "fast"), settings=s, prepared=prepared)
+    fast = evaluate(collatz, _bundled("collatz_longest", "fast"), settings=s, prepared=prepared, gpu_index=0)
     assert fast.correct and fast.stage == Stage.TIMED, fast.failure
     n = len(fast.tests)
     assert fast.gpu_evidence.driver_context == f"seen in {n} of {n} test runs"
     forged = (fixtures_dir / "adversarial" / "collatz_forged_probe_runtime.cu").read_text()
-    r = evaluate(collatz, f"<OUTPUT_CUDA>\n{forged}</OUTPUT_CUDA>\n", settings=s, prepared=prepared)
+    r = evaluate(collatz, f"<OUTPUT_CUDA>\n{forged}</OUTPUT_CUDA>\n", settings=s, prepared=prepared, gpu_index=0)
     assert not r.correct and r.failure.kind == FailureKind.NO_GPU_WORK, r.failure
     assert "never listed a CUDA context" in r.failure.message and r.failure.attributed_to == "candidate"
