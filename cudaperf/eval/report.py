@@ -489,7 +489,7 @@ def build_metrics(run: Run, settings: MetricSettings = MetricSettings()) -> dict
     completion = [r.completion_tokens for r in recs if r.completion_tokens is not None]
     lat = [r.latency_s for r in recs]
     # a batched call's wall is on each of its answers: counted once, as a share per answer
-    shares = [r.latency_s / (r.gen_batch or 1) for r in recs]
+    gen_wall = math.fsum(r.latency_s / (r.gen_batch or 1) for r in recs)
     n_traj = len(trajs)
     tokens = {
         "records": len(recs),
@@ -505,8 +505,8 @@ def build_metrics(run: Run, settings: MetricSettings = MetricSettings()) -> dict
         "p90_s": _quantile(lat, 0.9) if lat else None, "max_s": max(lat) if lat else None,
         "per_sample_s": math.fsum(lat) / n_traj if n_traj else None,
         "batched_records": sum(r.gen_batch is not None and r.gen_batch > 1 for r in recs),
-        "generation_wall_s": math.fsum(shares) if shares else 0.0,
-        "answers_per_min": (60.0 * len(shares) / math.fsum(shares)) if shares and math.fsum(shares) > 0 else None,
+        "generation_wall_s": gen_wall,
+        "answers_per_min": 60.0 * len(recs) / gen_wall if gen_wall > 0 else None,
     }
     paper = None
     if h.benchmark in PAPER_BENCHMARK:
@@ -786,13 +786,11 @@ def _usage_section(m: dict[str, Any]) -> str:
                       [["seconds", num(lat["total_s"], "{:,.1f}"), num(lat["per_sample_s"], "{:,.1f}"),
                         num(lat["mean_s"], "{:,.2f}"), num(lat["median_s"], "{:,.2f}"), num(lat["p90_s"], "{:,.2f}"),
                         num(lat["max_s"], "{:,.2f}")]]))
-    if lat.get("generation_wall_s") is not None:
-        note = (f"{lat['batched_records']} of {lat['records']} answers came from batched calls, whose wall is "
-                "on each of their answers above; here it is counted once" if lat.get("batched_records") else
-                "every answer was a request of its own")
-        out.append(_table(["generation wall", "answers per minute", ""],
-                          [[num(lat["generation_wall_s"], "{:,.1f} s"), num(lat.get("answers_per_min"), "{:,.1f}"),
-                            _e(note)]]))
+    note = (f"{lat['batched_records']} of {lat['records']} answers came from batched calls, whose wall is on each "
+            "of their answers above; here it is counted once" if lat["batched_records"] else
+            "every answer was a request of its own")
+    out.append(_table(["generation wall", "answers per minute", ""],
+                      [[num(lat["generation_wall_s"], "{:,.1f} s"), num(lat["answers_per_min"], "{:,.1f}"), _e(note)]]))
     if m["stop_reasons"]:
         out.append(_table(["why trajectories ended", "count"], [[_e(k), str(v)] for k, v in m["stop_reasons"].items()]))
     if m["finish_reasons"]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -126,7 +127,7 @@ class ContextWatch:
     ``lister(index)`` gives the list (default :func:`compute_pids`; None: unreadable)."""
 
     index: int
-    lister: object = compute_pids
+    lister: Callable[[int], set[int] | None] = compute_pids
     interval_s: float = POLL_S
     seen: bool = False
     polls: int = 0
@@ -134,7 +135,7 @@ class ContextWatch:
 
     def __call__(self, root_pid: int, ended: threading.Event) -> None:
         while not ended.is_set():
-            pids = self.lister(self.index)  # type: ignore[operator]
+            pids = self.lister(self.index)
             self.polls += 1
             if pids is None:
                 self.error = _nvml()[1] or "NVML cannot be read"

@@ -20,7 +20,7 @@ import numpy as np
 
 from cudaperf.harness.compile import BuildOutcome, build_c_program, build_cuda_program, injection_library
 from cudaperf.harness.environment import device_for_child
-from cudaperf.harness.nvml import ContextWatch
+from cudaperf.harness.nvml import ContextWatch, context_check_available
 from cudaperf.harness.result import (
     EvaluationResult,
     Failure,
@@ -146,8 +146,6 @@ def _context_check(settings: HarnessSettings, gpu_index: int | None) -> tuple[in
         return None, "off"
     if gpu_index is None:
         return None, "no GPU given"
-    from cudaperf.harness.nvml import context_check_available
-
     index = int(device_for_child(gpu_index))
     ok, why = context_check_available(index, settings.arch)
     return (index, "") if ok else (None, why)
@@ -182,7 +180,7 @@ def run_program_candidate(task: CProgramTask, build: BuildOutcome, res: Evaluati
             extra["CUDA_INJECTION64_PATH"] = str(copy_in(lib, w, "libinject.so"))
         env = scrubbed_env(w, extra)
 
-        context = _context_check(settings, gpu_index)  # (NVML index, None) or (None, why it is off/unavailable)
+        context = _context_check(settings, gpu_index)  # (NVML index, "") or (None, why it is off/unavailable)
 
         def run_once(stdin: bytes, tag: str, timeout: float, watch: ContextWatch | None = None):
             (w / f"{tag}.in").write_bytes(stdin)
