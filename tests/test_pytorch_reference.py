@@ -102,25 +102,48 @@ def test_baselines_need_a_cuda_device(small):
         time_reference(prepare_pytorch(small, seed=0, n_trials=2))
 
 
-def test_the_inputs_file_is_written_once_read_only_and_linked_into_each_run(small, tmp_path):
-    """Every run of a prepared task shares one inputs file: written once, mode 0444 and not owned by the sandbox
-    user (so no run can change what the next one reads), hard-linked into each run's directory."""
+def test_the_inputs_are_packed_once_sealed_and_read_without_a_copy(small):
+    """Every run of a prepared task shares one memory file of inputs: written once, sealed (no run can change what
+    the next one reads), and read back as views of its pages, equal to the trials' inputs."""
+    import errno
     import os
-    import stat
 
-    from cudaperf.harness.sandbox import NOBODY_UID, link_in
+    from cudaperf.harness.native.tensor_pack import read_pack
 
     prep = prepare_pytorch(small, seed=7, n_trials=2)
-    path = prep.inputs_file()
-    assert prep.inputs_file() == path  # once per preparation
-    st = os.stat(path)
-    assert stat.S_IMODE(st.st_mode) == 0o444 and st.st_uid != NOBODY_UID
-    data = torch.load(path, weights_only=True)
+    fd = prep.inputs_fd()
+    assert prep.inputs_fd() == fd  # once per preparation
+    with pytest.raises(OSError) as err:
+        os.pwrite(fd, b"x", 0)
+    assert err.value.errno == errno.EPERM
+    with pytest.raises(OSError):
+        os.ftruncate(fd, 1)
+    data = read_pack(fd)
     assert torch.equal(data["trials"][1][0], prep.trials[1].inputs[0]) and len(data["params"]) == len(prep.parameters)
-    for k in range(2):
-        dst = tmp_path / f"run{k}.pt"
-        link_in(path, dst)
-        assert os.stat(dst).st_ino == st.st_ino
+    assert data["init"] == list(prep.init_inputs)
+    data["trials"][0][0].fill_(7.0)  # copy-on-write: the next reader sees the inputs as they were
+    assert torch.equal(read_pack(fd)["trials"][0][0], prep.trials[0].inputs[0])
+
+
+def test_the_pack_keeps_every_dtype_shape_and_plain_value():
+    import os
+
+    from cudaperf.harness.native.tensor_pack import memory_file, read_pack, write_pack
+
+    obj = {"t": [torch.arange(6, dtype=torch.int64).reshape(2, 3), torch.tensor(2.5, dtype=torch.bfloat16),
+                 torch.tensor([True, False]), torch.zeros(0, 4), torch.randn(3, 5).t()],
+           "v": (1, 2.0, None, "s", [True])}
+    fd = memory_file("test-pack")
+    try:
+        write_pack(fd, obj)
+        back = read_pack(fd)
+    finally:
+        os.close(fd)
+    for a, b in zip(obj["t"], back["t"]):
+        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    assert back["v"] == obj["v"]
+    with pytest.raises(TypeError, match="cannot pass a set"):
+        write_pack(-1, {"bad": {1}})
 
 
 BIG = '''
@@ -145,31 +168,187 @@ def get_init_inputs():
 '''
 
 
-def test_outputs_of_the_right_size_always_fit_the_runners_limits(tmp_path):
-    """KernelBench's 19_ReLU once failed every candidate: the runner's outputs file outgrew the sandbox's file-size
-    limit. The limits now follow the trusted outputs: a process writing outputs of the expected size (as the
-    runner does, with torch.save) succeeds under them, where under the fixed limits scaled down to this test's
-    size it is killed by SIGXFSZ."""
-    from cudaperf.harness.run_pytorch import disk_shortfall, output_limits
-    from cudaperf.harness.sandbox import SandboxLimits, Workdir, run_sandboxed, scrubbed_env, share_file
+def test_large_outputs_travel_in_memory_under_small_file_limits():
+    """KernelBench's 19_ReLU (6.4 GB a tensor) once left every candidate unscored: its outputs, written to files,
+    outgrew the disk. Outputs now travel in a memory file the harness sizes from the trusted outputs: a sandboxed
+    process under file-size and disk limits far below the outputs' size reads the inputs' pack, stores its outputs
+    in their slots and the harness judges them; it can neither grow the outputs' file nor write the inputs."""
+    import sys
+
+    from cudaperf.harness.run_pytorch import PACK, _Outputs
+    from cudaperf.harness.sandbox import SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env, share_file
 
     p = prepare_pytorch(PyTorchTask(id="big", source=BIG), seed=3, n_trials=2)
     need = sum(t.nbytes for trial in p.trials for t in trial.expected)
     assert need == 2 * 1024 * 4096 * 4
-    small = SandboxLimits(wall_s=120, file_size_bytes=8 << 20, disk_bytes=16 << 20)
-    sized = output_limits(p, small)
-    assert sized.file_size_bytes >= need and sized.disk_bytes >= 2 * need and sized.wall_s == 120
-    assert output_limits(p, SandboxLimits()).file_size_bytes == SandboxLimits().file_size_bytes  # small: as before
-    script = ("import torch\n"
-              "torch.save([torch.zeros(1024, 4096) for _ in range(2)], 'outputs.pt')\n"
-              "torch.save([torch.zeros(1024, 4096) for _ in range(2)], 'timed_outputs.pt')\n")
+    small = SandboxLimits(wall_s=120, file_size_bytes=1 << 20, disk_bytes=2 << 20)
+    outputs = _Outputs(p)
+    assert outputs.nbytes >= need
+    script = f"""
+import json, mmap, os, sys
+import torch
+import tensor_pack
+job = json.load(open("job.json"))
+data = tensor_pack.read_pack(job["inputs_fd"])
+buf = mmap.mmap(job["outputs_fd"], job["outputs_bytes"], flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+reports = []
+for k, (x,) in enumerate(data["trials"]):
+    y = torch.relu(x) if k == 0 else torch.relu(x) + float(sys.argv[1])
+    tensor_pack.slot_tensor(buf, job["slots"][k][0], list(y.shape), "float32").copy_(y)
+    reports.append([dict(tensor_pack.describe_output(y), stored=True)])
+json.dump(reports, open("trials.json", "w"))
+for what, fn in (("grow", lambda: os.ftruncate(job["outputs_fd"], job["outputs_bytes"] * 2)),
+                 ("write inputs", lambda: os.pwrite(job["inputs_fd"], b"x", 0))):
+    try:
+        fn()
+        print(what, "succeeded")
+    except OSError:
+        print(what, "refused")
+"""
+    try:
+        for shift, expect_ok in (("0", True), ("1", False)):
+            with Workdir() as w:
+                (w / "run.py").write_text(script)
+                share_file(w / "run.py")
+                copy_in(PACK, w, "tensor_pack.py")
+                (w / "job.json").write_text(__import__("json").dumps({
+                    "inputs_fd": p.inputs_fd(), "outputs_fd": outputs.fd, "outputs_bytes": outputs.nbytes,
+                    "slots": outputs.slots}))
+                share_file(w / "job.json")
+                r = run_sandboxed([sys.executable, "run.py", shift], w, limits=small, env=scrubbed_env(w),
+                                  pass_fds=(p.inputs_fd(), outputs.fd))
+                assert r.ok, (r.describe(), r.stderr[-500:])
+                assert "grow refused" in r.stdout and "write inputs refused" in r.stdout, r.stdout
+                reports = __import__("json").loads((w / "trials.json").read_text())
+            verdicts = []
+            for k, trial in enumerate(p.trials):
+                got, why = outputs.got(k, reports[k])
+                assert why is None
+                verdicts.append(compare_outputs(p.task, trial.expected, got))
+                del got
+            assert verdicts[0] is None
+            assert (verdicts[1] is None) == expect_ok, verdicts[1]
+    finally:
+        outputs.close()
+
+
+def test_an_untrusted_output_report_gives_the_candidate_a_clear_failure():
+    """The runner's report of its outputs is the candidate's: other dtypes and shapes come out as a wrong answer
+    naming them, a non-tensor by its type, and a report that is not one as the candidate's failure."""
+    from cudaperf.harness.run_pytorch import _Outputs
+
+    p = prepare_pytorch(PyTorchTask(id="big", source=BIG), seed=3, n_trials=2)
+    outputs = _Outputs(p)
+    try:
+        e = p.trials[0].expected
+        got, why = outputs.got(0, [{"dtype": "float16", "shape": list(e[0].shape)}])
+        assert "dtype float16, expected float32" in compare_outputs(p.task, e, got)
+        got, why = outputs.got(0, [{"dtype": "float32", "shape": [3]}])
+        assert "shape (3,), expected" in compare_outputs(p.task, e, got)
+        got, why = outputs.got(0, [{"type": "int"}])
+        assert "a int, expected a tensor" in compare_outputs(p.task, e, got)
+        got, why = outputs.got(0, [{"dtype": "float32", "shape": list(e[0].shape)}, {"type": "int"}])
+        assert "not stored" in why
+        for bad in ({"dtype": "os", "shape": [1]}, {"dtype": "float32", "shape": [-1]}, "x"):
+            got, why = outputs.got(0, [bad])
+            assert got is None and why
+        got, why = outputs.got(0, None)
+        assert got is None and "not reported" in why
+    finally:
+        outputs.close()
+
+
+def test_the_comparison_in_chunks_reports_as_one_pass(monkeypatch):
+    """Large outputs are compared a chunk at a time; the message (first bad element, count, max error) is the
+    same as in one pass."""
+    import cudaperf.harness.pytorch_reference as ref
+
+    task = PyTorchTask(id="big", source=BIG)
+    e = torch.linspace(-1, 1, 1000)
+    g = e.clone()
+    g[[10, 500, 999]] += torch.tensor([0.5, 2.0, float("nan")])
+    gi, ei = torch.arange(100), torch.arange(100)
+    gi[[3, 77]] = -1
+    whole = (compare_outputs(task, [e], [g]), compare_outputs(task, [ei], [gi]))
+    monkeypatch.setattr(ref, "COMPARE_CHUNK", 7)
+    chunked = (compare_outputs(task, [e], [g]), compare_outputs(task, [ei], [gi]))
+    assert chunked == whole
+    assert "output 0[10]" in whole[0] and "3 of 1000" in whole[0] and "max abs err 2" in whole[0]
+    assert "output 0[3]" in whole[1] and "2 of 100 elements differ" in whole[1]
+
+
+def test_timed_inputs_are_perturbed_alike_in_the_runner_and_the_harness():
+    """Timed calls never see inputs twice: each call's fresh copies are perturbed by its seed (a few elements take
+    other elements' values, floating-point tensors only). A sandboxed process perturbing with the runner's copy of
+    the code gets what the harness's reference expects; outputs cached from the unperturbed inputs do not."""
+    import json
     import sys
 
-    for limits, ok in ((sized, True), (small, False)):
-        with Workdir() as w:
-            (w / "write.py").write_text(script)
-            share_file(w / "write.py")
-            r = run_sandboxed([sys.executable, "write.py"], w, limits=limits, env=scrubbed_env(w))
-        assert r.ok == ok, (limits.file_size_bytes, r.describe(), r.stderr[-300:])
-    assert disk_shortfall(tmp_path, sized) is None
-    assert "GiB" in disk_shortfall(tmp_path, SandboxLimits(disk_bytes=1 << 60))
+    from cudaperf.harness.native.tensor_pack import call_seed, perturb
+    from cudaperf.harness.run_pytorch import PACK, _Outputs
+    from cudaperf.harness.sandbox import Workdir, copy_in, run_sandboxed, scrubbed_env, share_file
+
+    x = torch.randn(4096)
+    ints = torch.arange(100)
+    a, b = [x.clone(), ints.clone()], [x.clone(), ints.clone()]
+    perturb(a, 99)
+    perturb(b, 99)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], ints)  # deterministic; integers left alone
+    changed = (a[0] != x).nonzero().flatten()
+    assert 1 <= changed.numel() <= 8 and set(a[0][changed].tolist()) <= set(x.tolist())
+    c = [x.clone()]
+    perturb(c, 0)
+    assert torch.equal(c[0], x)
+    assert call_seed(5, 0) != call_seed(5, 1) and call_seed(0, 3) == 0
+
+    p = prepare_pytorch(PyTorchTask(id="big", source=BIG), seed=3, n_trials=2)
+    assert p.perturbs()
+    seed = call_seed(12345, 7)
+    want = p.expected_perturbed(1, seed)
+    assert compare_outputs(p.task, p.trials[1].expected, want) is not None  # the perturbation shows
+    outputs = _Outputs(p)
+    script = """
+import json, mmap, sys
+import torch
+import tensor_pack
+job = json.load(open("job.json"))
+x = tensor_pack.read_pack(job["inputs_fd"])["trials"][1][0]
+mine = [x.clone()]
+if sys.argv[1] == "fresh":
+    tensor_pack.perturb(mine, job["seed"])
+y = torch.relu(mine[0])
+buf = mmap.mmap(job["outputs_fd"], job["outputs_bytes"], flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+tensor_pack.slot_tensor(buf, job["slots"][1][0], list(y.shape), "float32").copy_(y)
+json.dump([dict(tensor_pack.describe_output(y), stored=True)], open("timed.json", "w"))
+"""
+    try:
+        for mode, ok in (("fresh", True), ("cached", False)):
+            with Workdir() as w:
+                (w / "run.py").write_text(script)
+                share_file(w / "run.py")
+                copy_in(PACK, w, "tensor_pack.py")
+                (w / "job.json").write_text(json.dumps({
+                    "inputs_fd": p.inputs_fd(), "outputs_fd": outputs.fd, "outputs_bytes": outputs.nbytes,
+                    "slots": outputs.slots, "seed": seed}))
+                share_file(w / "job.json")
+                r = run_sandboxed([sys.executable, "run.py", mode], w, env=scrubbed_env(w),
+                                  pass_fds=(p.inputs_fd(), outputs.fd))
+                assert r.ok, (r.describe(), r.stderr[-500:])
+                got, why = outputs.got(1, json.loads((w / "timed.json").read_text()))
+            assert (compare_outputs(p.task, want, got) is None) == ok
+            del got
+    finally:
+        outputs.close()
+
+
+def test_the_recheck_follows_the_windows_calls():
+    """The re-checked call of each trial is its last in the window (calls rotate over the trials after the warm-up
+    calls); a window reporting fewer calls than trials is the candidate's failure."""
+    from cudaperf.harness.native.tensor_pack import call_seed
+    from cudaperf.harness.run_pytorch import _timed_expected
+
+    p = prepare_pytorch(PyTorchTask(id="big", source=BIG), seed=3, n_trials=2)
+    exp = _timed_expected(p, 777, 3, 5)  # calls K = 3..7 on trials 0,1,0,1,0: trial 0 last at K=7, trial 1 at K=6
+    for k, K in ((0, 7), (1, 6)):
+        assert compare_outputs(p.task, p.expected_perturbed(k, call_seed(777, K)), exp[k]) is None
+    assert "fewer than the 2 trials" in _timed_expected(p, 777, 3, 1)

@@ -138,14 +138,14 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
             return None
 
     def prepare(tid: str, gpu: int):
-        """Trials of ``tid`` and its shared inputs file, as background steps (never beside a timed run); runs for
+        """Trials of ``tid`` and its shared inputs (a memory file), as background steps (never beside a timed run); runs for
         the next task while the current task's candidates run."""
         ts = time.monotonic()
         seed = seed_of(tid) if seed_of is not None else fresh_seed()
         prep = prepare_pytorch(tasks[tid], seed, n_trials=N_TRIALS, device=f"cuda:{gpu}",
                                step_context=HOST.background)
         with HOST.background():
-            prep.inputs_file()
+            prep.inputs_fd()
         return prep, time.monotonic() - ts
 
     def worker(gpu: int) -> None:

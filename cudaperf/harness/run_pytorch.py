@@ -16,11 +16,14 @@ unscored: a harness fault).
 from __future__ import annotations
 
 import json
+import mmap
+import os
 import re
+import secrets
 import statistics
 import sys
 import time
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -30,12 +33,13 @@ from cudaperf.harness.environment import device_for_child
 from cudaperf.harness.pytorch_reference import PreparedPyTorch, compare_outputs
 from cudaperf.harness.quiet import HOST
 from cudaperf.harness.result import Failure, FailureKind, Stage, TimingStats
-from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, Workdir, copy_in, link_in, run_sandboxed,
-                                      scrubbed_env, share_file)
+from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env,
+                                      share_file)
 from cudaperf.harness.settings import HarnessSettings, speedup_flag
 from cudaperf.harness.static_checks import KERNEL_DEF_PATTERN
 
 RUNNER = Path(__file__).parent / "native" / "torch_runner.py"
+PACK = Path(__file__).parent / "native" / "tensor_pack.py"
 EXIT_NO_GPU = 5
 """The runner's exit status when torch sees no usable CUDA device (a harness fault)."""
 H200_L2_BYTES = 60 * 1024 * 1024
@@ -52,30 +56,6 @@ class PyTorchOutcome:
     kernels: tuple[str, ...] | None
     """GPU kernels of one profiled call (None: not profiled)."""
     run_s: float
-
-
-_MiB = 1 << 20
-
-
-def output_limits(prepared: PreparedPyTorch, base: SandboxLimits = SandboxLimits()) -> SandboxLimits:
-    """The runner's file-size and disk limits, sized from the trusted outputs: the trials' outputs file and the
-    timed calls' outputs file each hold at most every trial's outputs, so outputs of the right shapes always fit
-    (a candidate can then not make the transport fail, KernelBench's 19_ReLU writes 6.4 GB per trial) and only
-    larger ones hit a limit, the candidate's failure."""
-    need = sum(int(getattr(t, "nbytes", 0)) for trial in prepared.trials for t in trial.expected)
-    return replace(base, file_size_bytes=max(base.file_size_bytes, need + need // 8 + 64 * _MiB),
-                   disk_bytes=max(base.disk_bytes, 2 * need + need // 4 + 256 * _MiB))
-
-
-def disk_shortfall(workdir: Path, limits: SandboxLimits) -> str | None:
-    """Why the host cannot hold what a run may write (a harness fault), or None."""
-    import shutil
-
-    free = shutil.disk_usage(workdir).free
-    if free < limits.disk_bytes and limits.disk_bytes > SandboxLimits().disk_bytes:
-        return (f"the outputs need up to {limits.disk_bytes / 2**30:.1f} GiB in {workdir}, only "
-                f"{free / 2**30:.1f} GiB are free")
-    return None
 
 
 @lru_cache(maxsize=1)
@@ -151,7 +131,7 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
         extra["CUDA_HOME"] = str(cuda_home())
     state: dict = {}
     gpu = gpu_lock if gpu_lock is not None else nullcontext()
-    with Workdir(prefix="cudaperf-torch-") as w:
+    with Workdir(prefix="cudaperf-torch-") as w, ExitStack() as stack:
         if build is not None:
             assert build.exe is not None
             copy_in(build.exe, w, "candidate.so")
@@ -159,10 +139,20 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
             (w / "candidate.py").write_text(code)
             share_file(w / "candidate.py")
         copy_in(RUNNER, w, "torch_runner.py")
-        link_in(prepared.inputs_file(), w / "inputs.pt")  # shared by the task's runs, read-only
+        copy_in(PACK, w, "tensor_pack.py")
+        try:  # memory sized by the trusted outputs: a shortage is the harness's, never the candidate's
+            in_fd = prepared.inputs_fd()  # shared by the task's runs, sealed
+            outputs = _Outputs(prepared)
+        except OSError as exc:
+            return PyTorchOutcome(Stage.COMPILED, False, Failure(
+                FailureKind.HARNESS, f"cannot hold the task's tensors in memory: {exc}", "harness"), 0, n, None,
+                None, 0.0)
+        stack.callback(outputs.close)
         (w / "job.json").write_text(json.dumps({
             "mode": mode, "n_trials": n, "l2_flush_bytes": _l2_flush_bytes(),
-            "specs": [[{"shape": list(s.shape), "dtype": s.dtype} for s in t.specs] for t in prepared.trials]}))
+            "specs": [[{"shape": list(s.shape), "dtype": s.dtype} for s in t.specs] for t in prepared.trials],
+            "inputs_fd": in_fd, "outputs_fd": outputs.fd, "outputs_bytes": outputs.nbytes,
+            "slots": outputs.slots}))
         share_file(w / "job.json")
         tests_limit = settings.test_timeout_s + (MODELNEW_BUILD_S if mode == "modelnew" else 0.0)
 
@@ -204,17 +194,19 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
                 if line is None and not ctl.eof:
                     ctl.kill()
                 return
-            state["verdict"] = _judge_trials(prepared, w)
+            state["verdict"] = _judge_trials(prepared, w, outputs)
             mark("judge_s")
             if state["verdict"][1] is not None or not settings.time_candidates:
                 ctl.send("stop")
                 return
             with gpu:  # timing (with the host quiet), then the re-checked outputs and the profiled call
                 mark("wait_s")
+                secret = secrets.randbits(63) | 1 if settings.timing_recheck else 0
+                state["secret"] = secret
                 with HOST.timing():
                     mark("quiet_wait_s")
                     ok = ctl.send(f"time {settings.min_reps} {settings.max_reps} {settings.budget_ms} "
-                                  f"{settings.cv_target} {settings.warmup}")
+                                  f"{settings.cv_target} {settings.warmup} {secret}")
                     done = ctl.read_line(timeout_s=settings.timing_timeout_s) if ok else None
                     mark("timing_s")
                 state["timed"] = done == "timing_done"
@@ -227,19 +219,22 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
                 stopped = ctl.read_line(timeout_s=settings.timing_timeout_s) if ctl.send("stop") else None
                 mark("profile_s")
             if stopped == "stopped":  # the GPU is free again; the runner waits until this returns
-                state["recheck"] = _recheck_timed(prepared, w)
+                try:  # the reference on the re-checked calls' perturbed inputs: trusted work, on the GPU
+                    with gpu, HOST.background():
+                        expected = _timed_expected(prepared, state["secret"], settings.warmup,
+                                                   len(state.get("samples") or []))
+                except Exception as exc:  # noqa: BLE001 - the trusted reference failed: not the candidate's doing
+                    state["recheck_fault"] = (f"the reference on the timed calls' inputs failed: "
+                                              f"{type(exc).__name__}: {exc}")
+                    return
+                state["recheck"] = _recheck_timed(prepared, w, outputs, expected)
                 state["evidence"] = _read_json(w / "evidence.json", {})
                 mark("recheck_s")
 
-        limits = output_limits(prepared, SandboxLimits(wall_s=tests_limit + settings.timing_timeout_s + 60,
-                                                       max_processes=4096))
-        short = disk_shortfall(w, limits)
-        if short is not None:
-            return PyTorchOutcome(Stage.COMPILED, False, Failure(FailureKind.HARNESS, short, "harness"), 0, n, None,
-                                  None, 0.0)
+        limits = SandboxLimits(wall_s=tests_limit + settings.timing_timeout_s + 60, max_processes=4096)
         t0 = time.monotonic()
         run = run_sandboxed([py, "torch_runner.py", CTL_FD], w, env=scrubbed_env(w, extra), limits=limits,
-                            control=control)
+                            control=control, pass_fds=(in_fd, outputs.fd))
         run_s = time.monotonic() - t0
         mark("exit_s")
         tail = (run.stderr or run.stdout).strip()[-400:]
@@ -265,6 +260,9 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
                                                                 else FailureKind.CRASH, why), passed, n, None, None,
                                   run_s)
         samples = state.get("samples") or []
+        if "recheck_fault" in state:
+            return PyTorchOutcome(Stage.CORRECT, False, Failure(FailureKind.HARNESS, state["recheck_fault"], "harness"),
+                                  passed, n, None, None, run_s)
         if "evidence" not in state:  # the runner ended (or hung) after its timing, before its records
             return PyTorchOutcome(Stage.CORRECT, False, Failure(
                 FailureKind.CRASH, f"the runner did not finish its re-checked and profiled calls: {run.describe()}"
@@ -319,20 +317,75 @@ def _read_json(path: Path, default):
         return default
 
 
-def _load_tensors(path: Path):
-    import torch
+class _Outputs:
+    """The run's output memory file (:mod:`cudaperf.harness.native.tensor_pack`): every trial's outputs at slots
+    sized from the trusted outputs, allocated by the harness, mapped read-only here."""
 
-    try:
-        return torch.load(path, weights_only=True)  # tensors only: the file comes from the candidate's process
-    except Exception:  # noqa: BLE001 - any unreadable file is the candidate's failure
-        return None
+    def __init__(self, prepared: PreparedPyTorch) -> None:
+        from cudaperf.harness.native.tensor_pack import create_output_file, output_slots
+
+        self.specs = [[(tuple(s.shape), s.dtype) for s in t.specs] for t in prepared.trials]
+        self.slots, self.nbytes = output_slots(self.specs)
+        self.fd = create_output_file(self.nbytes)
+        self._map: mmap.mmap | None = None
+
+    def got(self, k: int, descs) -> tuple[list | None, str | None]:
+        """Trial ``k``'s outputs as the runner reported them (``descs``, untrusted): tensors read from their slots
+        (views, no copy) where the dtype and shape are the expected ones, stand-ins carrying the dtype and shape
+        (or the type) otherwise, so that :func:`compare_outputs` names the difference; or why the report is not
+        one (the candidate's failure)."""
+        import torch
+
+        from cudaperf.harness.native.tensor_pack import slot_tensor
+
+        if not isinstance(descs, list) or len(descs) > 1000:
+            return None, "the outputs were not reported"
+        if self._map is None:
+            self._map = mmap.mmap(self.fd, self.nbytes, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        specs = self.specs[k]
+        out: list = []
+        for i, d in enumerate(descs):
+            if not isinstance(d, dict):
+                return None, f"output {i} was not reported"
+            if "dtype" not in d:
+                out.append(_NotATensor(str(d.get("type", "object"))[:40]))
+                continue
+            shape, dtype = d.get("shape"), d.get("dtype")
+            if (not isinstance(shape, list) or len(shape) > 16
+                    or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 1 << 40 for x in shape)
+                    or not isinstance(getattr(torch, str(dtype), None), torch.dtype)):
+                return None, f"output {i}: an unreadable dtype or shape ({str(dtype)[:40]}, {str(shape)[:80]})"
+            if i < len(specs) and (tuple(shape), dtype) == specs[i]:
+                if d.get("stored") is not True:
+                    return None, f"output {i} has the expected dtype and shape but was not stored"
+                out.append(slot_tensor(self._map, self.slots[k][i], shape, dtype))
+            else:
+                out.append(torch.empty(shape, dtype=getattr(torch, dtype), device="meta"))
+        return out, None
+
+    def close(self) -> None:
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:  # a view still alive: the mapping goes with it
+                pass
+            self._map = None
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
-def _judge_trials(prepared: PreparedPyTorch, w: Path) -> tuple[int, Failure | None]:
+class _NotATensor:
+    """Stands for an output the runner reported as a non-tensor (``compare_outputs`` names its type)."""
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+
+def _judge_trials(prepared: PreparedPyTorch, w: Path, outputs: _Outputs) -> tuple[int, Failure | None]:
     reports = _read_json(w / "trials.json", None)
-    outs = _load_tensors(w / "outputs.pt")
-    if not isinstance(reports, list) or not isinstance(outs, list):
-        return 0, Failure(FailureKind.CRASH, "the trials left no readable outputs")
+    if not isinstance(reports, list):
+        return 0, Failure(FailureKind.CRASH, "the trials left no readable report")
     passed = 0
     for k, trial in enumerate(prepared.trials):
         rep = reports[k] if k < len(reports) and isinstance(reports[k], dict) else {"error": "the trial did not run"}
@@ -343,24 +396,46 @@ def _judge_trials(prepared: PreparedPyTorch, w: Path) -> tuple[int, Failure | No
         if rep.get("mutated_inputs"):
             return passed, Failure(FailureKind.WRONG_OUTPUT, f"{where}: modified inputs {rep['mutated_inputs']} in "
                                    "place (the reference must see them unchanged)")
-        got = outs[k] if k < len(outs) else None
-        if not isinstance(got, list):
-            return passed, Failure(FailureKind.CRASH, f"{where}: no outputs")
+        got, why = outputs.got(k, rep.get("outputs"))
+        if got is None:
+            return passed, Failure(FailureKind.CRASH, f"{where}: {why}")
         bad = compare_outputs(prepared.task, trial.expected, got)
+        del got
         if bad is not None:
             return passed, Failure(FailureKind.WRONG_OUTPUT, f"{where}: {bad}")
         passed += 1
     return passed, None
 
 
-def _recheck_timed(prepared: PreparedPyTorch, w: Path) -> str | None:
-    outs = _load_tensors(w / "timed_outputs.pt")
-    if not isinstance(outs, list) or len(outs) != len(prepared.trials):
-        return "the timed calls left no readable outputs"
-    for k, (trial, got) in enumerate(zip(prepared.trials, outs)):
-        bad = compare_outputs(prepared.task, trial.expected, got if isinstance(got, list) else [])
+def _timed_expected(prepared: PreparedPyTorch, secret: int, warmup: int, n_samples: int) -> list | str:
+    """What the last timed call on each trial's inputs must have returned: the window's calls rotate over the
+    trials after ``warmup`` calls, the ``K``-th call (warm-up calls first) on inputs perturbed by
+    ``call_seed(secret, K)``; the runner reported ``n_samples`` timed calls. A count with a trial left out is
+    the candidate's (the runner makes at least one call per trial)."""
+    from cudaperf.harness.native.tensor_pack import call_seed
+
+    n = len(prepared.trials)
+    if n_samples < n:
+        return f"the timing window reported {n_samples} calls, fewer than the {n} trials"
+    last = {(n_samples - 1 - j) % n: warmup + n_samples - 1 - j for j in range(n)}  # trial -> its last call's K
+    return [prepared.expected_perturbed(k, call_seed(secret, last[k])) for k in range(n)]
+
+
+def _recheck_timed(prepared: PreparedPyTorch, w: Path, outputs: _Outputs, expected: list | str) -> str | None:
+    if isinstance(expected, str):
+        return expected
+    reports = _read_json(w / "timed.json", None)
+    if not isinstance(reports, list) or len(reports) != len(prepared.trials):
+        why = reports.get("error") if isinstance(reports, dict) else None
+        return "the timed calls left no readable outputs" + (f" ({str(why)[:300]})" if why else "")
+    for k, trial in enumerate(prepared.trials):
+        got, why = outputs.got(k, reports[k])
+        if got is None:
+            return f"outputs of timed calls on trial {k}'s inputs: {why}"
+        bad = compare_outputs(prepared.task, expected[k], got)
+        del got
         if bad is not None:
-            return f"outputs of timed calls on trial {k}'s inputs are wrong: {bad}"
+            return f"outputs of timed calls on trial {k}'s (perturbed) inputs are wrong: {bad}"
     return None
 
 

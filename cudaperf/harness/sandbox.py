@@ -906,6 +906,7 @@ def run_sandboxed(
     control: Callable[[Control], None] | None = None,
     pausable: bool = False,
     observe: Callable[[int, threading.Event], None] | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> SandboxRun:
     """Run ``argv`` in ``workdir`` under the sandbox; never raises for anything the program does.
 
@@ -923,13 +924,16 @@ def run_sandboxed(
     return soon after the event is set. For evidence gathered from outside the program (the driver's list of
     processes with a CUDA context, :mod:`cudaperf.harness.nvml`).
 
+    ``pass_fds``: descriptors the program inherits under the same numbers (the memory files that carry a PyTorch
+    runner's tensors, :mod:`cudaperf.harness.native.tensor_pack`); the harness keeps and closes its own.
+
     Raises ``FileNotFoundError`` when the sandbox tooling itself is missing and :class:`SandboxSetupError` (an
     ``OSError``) when the sandbox could not be built or the program not started in it (a missing bind, say):
     harness faults, which happen before the program runs.
     """
     env = dict(env) if env is not None else scrubbed_env(workdir)
     plan = _plan(limits, argv[0] if argv else "", workdir, level)
-    return _execute(argv, workdir, plan, limits, env, stdin_path, control, pausable, observe)
+    return _execute(argv, workdir, plan, limits, env, stdin_path, control, pausable, observe, tuple(pass_fds))
 
 
 def _disk_usage(root: Path, max_entries: int = 200_000) -> tuple[int, int]:
@@ -981,7 +985,8 @@ class _Watch(threading.Thread):
 
 def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLimits, env: dict[str, str],
              stdin_path: Path | None, control: Callable[[Control], None] | None, pausable: bool,
-             observe: Callable[[int, threading.Event], None] | None = None) -> SandboxRun:
+             observe: Callable[[int, threading.Event], None] | None = None,
+             extra_fds: tuple[int, ...] = ()) -> SandboxRun:
     level = plan.base
     out_path = workdir / ".stdout"
     err_path = workdir / ".stderr"
@@ -1019,7 +1024,7 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
             os.nice(limits.nice)
 
     spec_fd = report_r = report_w = -1
-    pass_fds: list[int] = [status_w] if control else []
+    pass_fds: list[int] = ([status_w] if control else []) + list(extra_fds)
     if plan.launcher:
         report_r, report_w = os.pipe()
         os.set_blocking(report_r, False)

@@ -4,26 +4,38 @@ Copied into the candidate's private directory and run there by the harness's Pyt
 cudaperf). Files in the directory:
 
     job.json        {"mode": "fast" | "modelnew", "n_trials", "specs": [[{"shape", "dtype"}, ...] per trial],
-                     "l2_flush_bytes"}
-    inputs.pt       {"trials": [[forward inputs of trial k] ...], "params": [parameters and buffers],
-                     "init": get_init_inputs()}                                   (CPU tensors)
+                     "l2_flush_bytes", "inputs_fd", "outputs_fd", "outputs_bytes",
+                     "slots": [[byte offset of output i] per trial]}
+    tensor_pack.py  the memory-file format (cudaperf.harness.native.tensor_pack, copied here)
     candidate.so    the built fast-path library (mode fast), or
     candidate.py    a KernelBench-style module defining ModelNew (mode modelnew), built under the reference's
                     init seed from the same init inputs
 
+Tensors travel in two inherited descriptors, memory files rather than files on disk (KernelBench's largest
+problems hold 6.4 GB a tensor):
+
+    inputs_fd       {"trials": [[forward inputs of trial k] ...], "params": [parameters and buffers],
+                     "init": get_init_inputs()}: a sealed pack, mapped copy-on-write (CPU tensors, no copy)
+    outputs_fd      the outputs' memory file, sized and allocated by the harness: an output with the expected
+                    dtype and shape is copied from the GPU into its slot; of any other output only its dtype and
+                    shape (or its type) is reported, which is already a wrong answer
+
 Protocol (as the C driver's): once set up (torch imported, the CUDA context made, the library loaded or the
 module built) it reports ``ready`` on the descriptor given as ``argv[1]`` and waits for ``go`` on stdin, so that
 a harness running several candidates of one task on one GPU lets only one of them use the GPU at a time. After
-the trials it writes ``outputs.pt`` (the outputs of each trial, on the CPU)
-and ``trials.json`` (per trial: an error, inputs it modified), reports ``tests_done``, and reads commands on
-stdin. ``time MIN MAX BUDGET_MS CV WARMUP`` times calls rotating over the
-trials' inputs with CUDA events: fresh copies of the inputs, the fast path's poisoned output tensors and an L2
+the trials it has stored each trial's outputs in their slots and writes ``trials.json`` (per trial: an error,
+inputs it modified, what each output is and whether it was stored), reports ``tests_done``, and reads commands
+on stdin. ``time MIN MAX BUDGET_MS CV WARMUP SECRET`` times calls rotating over the
+trials' inputs with CUDA events: fresh copies of the inputs, perturbed by the call's seed of SECRET (the window's
+K-th call, warm-up calls first, gets ``call_seed(SECRET, K)``: inputs that never repeat, so outputs cached by
+input values are stale), the fast path's poisoned output tensors and an L2
 flush (a memset of ``l2_flush_bytes``) before each call, outside the timed region (the eager reference pays for
 no poison either); the end mark follows a device-wide synchronize, so work left on
-other streams counts. It writes ``timing.json`` and reports ``timing_done``. Anything else writes
-``timed_outputs.pt`` (the last timed outputs of each trial) and ``evidence.json`` (the GPU kernels that one
+other streams counts. It writes ``timing.json`` and reports ``timing_done``. Anything else stores the last timed
+outputs of each trial in the same slots (the trials' were judged before timing began), writes ``timed.json``
+(what each of them is) and ``evidence.json`` (the GPU kernels that one
 profiled call ran, and their GPU time), reports ``stopped`` (its GPU work is over) and waits for the harness (a
-line or the end of stdin) before it ends. The harness reads each record while the runner waits (``outputs.pt`` and
+line or the end of stdin) before it ends. The harness reads each record while the runner waits (the outputs and
 ``trials.json`` at ``tests_done``, ``timing.json`` at ``timing_done``, the others at ``stopped``), so what the
 candidate's exit handlers or static destructors write afterwards is never read. Before any candidate code it tries
 the profiler on a trusted op and reports ``probe 1`` (works) or ``probe 0 WHY`` between ``gpu_ok`` and ``ready``.
@@ -31,6 +43,7 @@ the profiler on a trusted op and reports ``probe 1`` (works) or ``probe 0 WHY`` 
 
 import ctypes
 import json
+import mmap
 import os
 import statistics
 import sys
@@ -38,6 +51,8 @@ import time
 import traceback
 
 import torch
+
+import tensor_pack
 
 EXIT_NO_GPU = 5
 INIT_SEED = 1234  # as the reference's Model is built (cudaperf.harness.pytorch_reference.INIT_SEED)
@@ -87,7 +102,21 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     job = json.load(open("job.json"))
-    data = torch.load("inputs.pt", weights_only=True)
+    data = tensor_pack.read_pack(job["inputs_fd"])  # copy-on-write views of the harness's pages
+    out_map = mmap.mmap(job["outputs_fd"], job["outputs_bytes"], flags=mmap.MAP_SHARED,
+                        prot=mmap.PROT_READ | mmap.PROT_WRITE)
+
+    def store(k, outs):
+        """Trial k's outputs into their slots (those with the expected dtype and shape); what each one is."""
+        descs = []
+        for i, o in enumerate(outs):
+            d = tensor_pack.describe_output(o)
+            spec = job["specs"][k][i] if i < len(job["specs"][k]) else None
+            if spec is not None and d.get("dtype") == spec["dtype"] and d.get("shape") == list(spec["shape"]):
+                tensor_pack.slot_tensor(out_map, job["slots"][k][i], spec["shape"], spec["dtype"]).copy_(o.detach())
+                d["stored"] = True
+            descs.append(d)
+        return descs
     trials_in, params, init_inputs = data["trials"], data["params"], data["init"]
     device = torch.device("cuda")
     # The profiler, tried on a trusted op before any candidate code (its first session takes seconds to set up:
@@ -139,7 +168,7 @@ def main():
     os.write(ctl, b"ready\n")
     if sys.stdin.readline().strip() != "go":
         return
-    outs_all, reports = [], []
+    reports = []
     for k, inputs in enumerate(trials_in):
         dev_in = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
         out_bytes = sum(2 * torch.Size(s["shape"]).numel() * 8 for s in job["specs"][k])
@@ -155,14 +184,16 @@ def main():
         except Exception as exc:  # a CUDA error raised by torch's synchronize
             rep["error"] = f"{type(exc).__name__}: {exc}"[:500]
         if rep["error"] is None:
-            rep["mutated_inputs"] = [i for i, (d, h) in enumerate(zip(dev_in, inputs))
-                                     if isinstance(h, torch.Tensor) and not torch.equal(d.cpu(), h)]
-        outs_all.append([o.detach().cpu() if isinstance(o, torch.Tensor) else o for o in outs]
-                        if rep["error"] is None else [])
+            try:  # on the GPU: a 6.4 GB input copied back would need as much host memory
+                rep["mutated_inputs"] = [i for i, (d, h) in enumerate(zip(dev_in, inputs))
+                                         if isinstance(h, torch.Tensor) and not torch.equal(d, h.to(device))]
+                rep["outputs"] = store(k, outs)
+            except Exception as exc:  # a CUDA error surfacing in the copies
+                rep["error"] = f"{type(exc).__name__}: {exc}"[:500]
+        del outs
         reports.append(rep)
         if rep["error"] is not None:
             break
-    torch.save(outs_all, "outputs.pt")
     json.dump(reports, open("trials.json", "w"))
     os.write(ctl, b"tests_done\n")
 
@@ -175,11 +206,13 @@ def main():
             break
         min_reps, max_reps, budget_ms, cv_target, warmup = (int(parts[1]), int(parts[2]), float(parts[3]),
                                                              float(parts[4]), int(parts[5]))
+        secret = int(parts[6]) if len(parts) > 6 else 0
         n = len(trials_in)
         min_reps = max(min_reps, n)
 
-        def one(k):
+        def one(k, idx):
             dev_in = [x.to(device) if isinstance(x, torch.Tensor) else x for x in trials_in[k]]  # fresh, untimed
+            tensor_pack.perturb(dev_in, tensor_pack.call_seed(secret, idx))  # never seen before, untimed
             pre = make_outs(k)                                   # poisoned outputs, untimed (harness work)
             flush.zero_()                                        # L2 flush, untimed
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -194,11 +227,11 @@ def main():
             return start.elapsed_time(end)
 
         for w in range(warmup):
-            one(w % n)
+            one(w % n, w)
         window = []
         begin = time.monotonic()  # for the budget only: the samples come from CUDA events
         while len(window) < max_reps:
-            window.append(one(len(window) % n))
+            window.append(one(len(window) % n, warmup + len(window)))
             if len(window) >= min_reps:
                 m = statistics.fmean(window)
                 cv = statistics.stdev(window) / m if len(window) > 1 and m > 0 else 1.0
@@ -208,7 +241,12 @@ def main():
         json.dump({"samples_ms": samples}, open("timing.json", "w"))
         os.write(ctl, b"timing_done\n")
     if last:
-        torch.save([[o.detach().cpu() for o in last[k]] for k in sorted(last)], "timed_outputs.pt")
+        try:
+            timed = [store(k, last[k]) for k in sorted(last)]
+        except Exception as exc:  # a CUDA error surfacing in the copies
+            timed = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        json.dump(timed, open("timed.json", "w"))
+        last.clear()
         kernels = []
         try:
             from torch.profiler import ProfilerActivity, profile
