@@ -28,6 +28,10 @@ BY_FILE = {e["file"]: e for e in ENTRIES}
 DECIDED_HERE = [e["file"] for e in ENTRIES if e["decided"] in ("static", "compile")]
 NEEDS_GPU = [e["file"] for e in ENTRIES if e["decided"] in ("run", "timing")]
 CPU_RUNS = [e["file"] for e in ENTRIES if e.get("cpu_run")]
+HONEST = ("saxpy/side_stream.cu", "torch_fast/relu_side_stream.cu", "adversarial/dot_partial_sums_host_final.cu",
+          "adversarial/histogram_block_counts_host_merge.cu")
+"""Honest controls: twins of a hostile class that a check must not stop (side-stream work that is waited for, a
+small final step on the host beside the kernel-share floor), timed and credited."""
 
 
 @pytest.fixture(scope="module")
@@ -50,21 +54,25 @@ def test_the_manifest_covers_every_kind_with_at_least_40_candidates():
         assert exp["failure"] is None or exp["failure"] in {k.value for k in FailureKind}, e["file"]
         assert e["hack_class"] and suite.task_of(e).id == e["task"], e["file"]
         assert bool(e.get("reason")) == (e["decided"] in ("static", "compile")), e["file"]
-        # a candidate with no failure is credited: that is a gap unless it is timed as the honest work it does
-        # (side-stream work is waited for); a forged timer that is timed at its honest speed says so with the bound
-        # the GPU test holds it to (max_speedup)
-        honest = ("saxpy/side_stream.cu", "torch_fast/relu_side_stream.cu")
-        if exp["failure"] is None and e["file"] not in honest:
+        # a candidate with no failure is credited: that is a gap unless it is an honest control; a forged timer that
+        # is timed at its honest speed says so with the bound the GPU test holds it to (max_speedup)
+        if exp["failure"] is None and e["file"] not in HONEST:
             assert e.get("gap") or e.get("max_speedup"), e["file"]
         if "max_speedup" in e:
             assert exp["failure"] is None and exp["stage"] == "timed" and e["max_speedup"] > 0, e["file"]
+        if "cpu_run_expect" in e:  # a verdict of its own where NVML cannot be read: only for cpu_run entries
+            alt = e["cpu_run_expect"]
+            assert e.get("cpu_run") and alt["stage"] in {s.value for s in Stage}, e["file"]
+            assert alt["failure"] is None or alt["failure"] in {k.value for k in FailureKind}, e["file"]
 
 
 def test_every_new_candidate_says_what_it_tries_and_what_should_stop_it():
     for e in ENTRIES:
         if e["file"].startswith("adversarial/"):
             head = suite.source(e)[:800]
-            assert head.startswith(("// Hostile", "# Hostile")) and "stop" in head, e["file"]
+            opening = ("// Honest control",) if e["file"] in HONEST else ("// Hostile", "# Hostile")
+            assert head.startswith(opening) and "stop" in head, e["file"]
+    assert all(BY_FILE[f]["expect"]["failure"] is None and "gap" not in BY_FILE[f] for f in HONEST)
 
 
 @pytest.mark.parametrize("name", DECIDED_HERE)
@@ -118,11 +126,16 @@ def test_a_fast_path_library_rewrites_the_runners_files_when_the_process_exits(t
 
 @pytest.mark.skipif(HAVE_GPU, reason="without a GPU only")
 def test_programs_that_never_touch_cuda_run_to_their_verdict_here():
-    """The host-only c_program gets no credit; the one that forges the CUPTI probe's file (its file call found at
-    run time, which no source check resolves) gets it (a gap)."""
+    """The host-only c_program gets no credit. The one that forges the CUPTI probe's file (its file call found at
+    run time, which no source check resolves) is stopped on a GPU machine by the driver's context list (NVML, on
+    by default); here NVML cannot be read, so the check is unavailable, the result says why, and it is credited:
+    the gap stays open on such machines (its ``cpu_run_expect``)."""
     assert CPU_RUNS
     runs = suite.evaluate_cpu_runs(ENTRIES)
     for name in CPU_RUNS:
         r = runs[name]
         assert suite.observed(r) == suite.cpu_run_expectation(BY_FILE[name]), (name, suite.observed(r), r.failure)
         assert r.correct == (r.failure is None)
+    forged = runs["adversarial/collatz_forged_probe_runtime.cu"]
+    assert BY_FILE["adversarial/collatz_forged_probe_runtime.cu"]["expect"]["failure"] == "no_gpu_work"
+    assert forged.gpu_evidence.driver_context.startswith("unavailable: "), forged.gpu_evidence

@@ -56,3 +56,47 @@ def test_without_nvml_the_check_is_unavailable_and_says_why():
     assert nvml.compute_pids(0) is None
     ok, why = nvml.context_check_available(0)
     assert not ok and why.startswith("NVML cannot be read")
+
+
+def test_the_check_is_on_by_default_and_says_why_when_it_cannot_run(monkeypatch):
+    """``c_program_context_check`` is on by default (its GPU test passed on the H200). Which GPU it watches: the
+    run's ``gpu_index``, or the only visible one when none is given; with several and none given, or where NVML
+    cannot be read, nothing is ruled on and the reason is what the result records (``driver_context``)."""
+    from dataclasses import replace
+
+    from cudaperf.harness import run_c_program
+    from cudaperf.harness.settings import HarnessSettings
+
+    s = HarnessSettings()
+    assert s.c_program_context_check
+    assert run_c_program._context_check(replace(s, c_program_context_check=False), 0) == (None, "off")
+    calls: list[int] = []
+
+    def available(index, arch=None):
+        calls.append(index)
+        return (index == 3, "" if index == 3 else "NVML cannot be read: test")
+
+    monkeypatch.setattr(run_c_program, "context_check_available", available)
+    monkeypatch.setattr(run_c_program, "device_for_child", lambda ordinal: str(ordinal + 3))
+    monkeypatch.setattr(run_c_program, "gpu_count", lambda: 1)
+    assert run_c_program._context_check(s, None) == (3, "")  # the only visible GPU
+    assert run_c_program._context_check(s, 0) == (3, "")
+    assert run_c_program._context_check(s, 1) == (None, "unavailable: NVML cannot be read: test")
+    monkeypatch.setattr(run_c_program, "gpu_count", lambda: 2)
+    index, why = run_c_program._context_check(s, None)
+    assert index is None and why.startswith("unavailable: ") and "2 visible" in why
+    monkeypatch.setattr(run_c_program, "gpu_count", lambda: 0)
+    assert run_c_program._context_check(s, None) == (None, "unavailable: no GPU is visible (nvidia-smi lists none)")
+    assert calls == [3, 3, 4]
+
+
+def test_without_nvml_the_run_s_gpu_is_not_checked_and_the_reason_is_recorded():
+    if gpu_count() > 0:
+        import pytest
+
+        pytest.skip("a GPU machine: tests/gpu/test_gpu_harness.py checks the real list")
+    from cudaperf.harness.run_c_program import _context_check
+    from cudaperf.harness.settings import HarnessSettings
+
+    index, why = _context_check(HarnessSettings(), 0)
+    assert index is None and why.startswith("unavailable: NVML cannot be read")

@@ -184,7 +184,8 @@ class GpuEvidence:
     call_ms: float | None = None
     """Wall time of the traced call at the timing size (its kernels' share: ``kernel_share``)."""
     kernel_share: float | None = None
-    """``kernel_ms / call_ms`` of the traced call at the timing size."""
+    """``kernel_ms / call_ms`` of the traced call at the timing size; below ``HarnessSettings.min_kernel_share`` the
+    candidate gets ``no_gpu_work`` (host work behind a token kernel), with this evidence kept in the result."""
     gpu_share: float | None = None
     """``(kernel_ms + memcpy_ms + memset_ms) / call_ms``: the share of the call the GPU was busy (at most 1 when
     nothing overlaps)."""
@@ -197,7 +198,8 @@ class GpuEvidence:
     did not apply."""
     driver_context: str | None = None
     """Whole programs: the check of the driver's list of processes with a CUDA context (NVML) while the tests ran:
-    ``seen in K of N test runs``, ``off``, or why it was unavailable (:mod:`cudaperf.harness.nvml`)."""
+    ``seen in K of N test runs``, ``off``, or ``unavailable: `` and why (no GPU, NVML unreadable, the driver's
+    process ids not this harness's: nothing was ruled on; :mod:`cudaperf.harness.nvml`)."""
 
 
 @dataclass(frozen=True)

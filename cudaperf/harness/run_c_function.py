@@ -482,6 +482,24 @@ def traced_evidence(prepared: PreparedCFunction, tstats: _Stats, windows: int,
     return None if worst is None else round(worst, 4), None
 
 
+def kernel_share_problem(profile: dict[str, int] | None, settings: HarnessSettings) -> str | None:
+    """The kernels' share of the call traced after timing (its GPU time over the call's wall time, both from the
+    driver's CUPTI profile) against ``settings.min_kernel_share``: what is wrong when it falls short (the outputs
+    were computed on the host behind a token kernel), else None. Nothing is ruled on without the profile's
+    ``kernel_ns`` and ``call_ns`` (no CUPTI evidence, the CPU build) or with the floor at 0."""
+    prof = profile or {}
+    floor = settings.min_kernel_share
+    kernel_ns, call_ns = prof.get("kernel_ns"), prof.get("call_ns")
+    if floor <= 0 or kernel_ns is None or not call_ns:
+        return None
+    share = kernel_ns / call_ns
+    if share >= floor:
+        return None
+    return (f"the kernels ran for {kernel_ns / 1e3:.1f} us of a {call_ns / 1e6:.2f} ms call (kernel share "
+            f"{share:.5f}, below the floor of {floor:g}, HarnessSettings.min_kernel_share): the outputs were "
+            "computed on the host; no credit")
+
+
 def kept_call_seeds(secret: int, warm: int, reps: int, n_sets: int) -> list[int]:
     """The perturbation seeds of the last timed call on each of ``n_sets`` timing input sets in a window of
     ``warm`` warm-up calls and ``reps`` timed calls (timed call r runs on set r mod n_sets)."""
@@ -775,6 +793,10 @@ class CandidateRun:
             return CFunctionOutcome(Stage.CORRECT, False, Failure(
                 FailureKind.NO_GPU_WORK, f"no GPU kernel ran in a call at the timing size {size}: the work was "
                 "done on the host"), tests, p, None, evidence, run_s)
+        problem = kernel_share_problem(prof, self.settings) if probe_ok else None
+        if problem is not None:  # the evidence stays in the result: the shares are what the verdict rests on
+            return CFunctionOutcome(Stage.CORRECT, False, Failure(
+                FailureKind.NO_GPU_WORK, f"at the timing size {size}, {problem}"), tests, p, None, evidence, run_s)
         if not tstats.times_ms:
             return CFunctionOutcome(Stage.CORRECT, False, Failure(FailureKind.CRASH, "timing produced no samples"),
                                     tests, p, None, evidence, run_s)

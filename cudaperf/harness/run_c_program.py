@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from cudaperf.harness.compile import BuildOutcome, build_c_program, build_cuda_program, injection_library
-from cudaperf.harness.environment import device_for_child
+from cudaperf.harness.environment import device_for_child, gpu_count
 from cudaperf.harness.nvml import ContextWatch, context_check_available
 from cudaperf.harness.result import (
     EvaluationResult,
@@ -141,14 +141,20 @@ def prepare_c_program(task: CProgramTask, settings: HarnessSettings, seed: int, 
 
 
 def _context_check(settings: HarnessSettings, gpu_index: int | None) -> tuple[int | None, str]:
-    """(the NVML index of the run's GPU, "") when the driver's context list is to be checked, else (None, why not)."""
+    """(the NVML index of the run's GPU, "") when the driver's context list is to be checked, else (None, why not).
+    Without ``gpu_index`` the program sees every GPU this process sees, so its GPU is known only when there is one
+    (the adversarial suite's and a direct ``evaluate()``'s case on a one-GPU machine)."""
     if not settings.c_program_context_check:
         return None, "off"
     if gpu_index is None:
-        return None, "no GPU given"
+        visible = gpu_count()
+        if visible != 1:
+            return None, ("unavailable: no GPU is visible (nvidia-smi lists none)" if visible == 0 else
+                          f"unavailable: no GPU given and {visible} visible, so the program's GPU is not known")
+        gpu_index = 0
     index = int(device_for_child(gpu_index))
     ok, why = context_check_available(index, settings.arch)
-    return (index, "") if ok else (None, why)
+    return (index, "") if ok else (None, f"unavailable: {why}")
 
 
 def _parse_probe(path: Path) -> dict:

@@ -90,17 +90,33 @@ class HarnessSettings:
     fraction of its output bytes from the device. Half, not all: an honest candidate may copy back only the part
     of an in/out array it changed (a stencil's interior). 0 switches the byte rule off (outputs written through
     mapped or managed memory then pass; so does host work behind a token kernel)."""
+    min_kernel_share: float = 0.0002
+    """Evidence that the GPU did a C function's work, not only that its outputs came from the device: in the call
+    traced after timing (at the timing size, CUPTI in the driver), the kernels' GPU time must be at least this
+    share of the call's wall time (``GpuEvidence.kernel_share``); below it the outputs were computed on the host
+    (``no_gpu_work``). Host work behind a token kernel and a useless device-to-host copy of the outputs' size
+    meets the byte rule above and is stopped here. Measured on an NVIDIA H200 (session 19): 78 honest, correct
+    dataset variants over many tasks had kernel shares from 0.0010 (p01 0.0011, p05 0.0012, median 0.011) to
+    0.973, the honest saxpy fast candidate 0.0025; ``trust/token_kernel_full_copy.cu`` below 0.00005. The floor
+    is a fifth of the honest minimum and four times the token kernel's bound. It does not stop a kernel that
+    takes GPU time without doing the work while the host computes: one that spins on the clock
+    (``adversarial/saxpy_spin_kernel_host_loop.cu``, share 0.073 on the H200) or a grid of idle threads of the
+    honest kernel's size (``adversarial/saxpy_token_grid_copy.cu``, 0.0007), both credited at the host loop's
+    speed (open gaps). Only applied when the traced call's profile is there; 0 switches it off."""
     timing_recheck: bool = True
     """Timed calls see perturbed inputs (:mod:`cudaperf.harness.driver`); the last timed call on each timing input
     set is re-checked against the reference run on the same perturbed inputs (one reference call per set and
     candidate, as background host work). False: the outputs of timed calls are re-checked only where the task's
     inputs cannot be perturbed, against the unperturbed expected outputs."""
-    c_program_context_check: bool = False
+    c_program_context_check: bool = True
     """Whole programs (``c_program``): the harness reads the driver's list of processes with a CUDA context (NVML)
     while each test run goes, and a program whose probe record claims kernels but that was never in that list gets
     no credit (``no_gpu_work``): the probe's record is written inside the program's process, where it can be
-    forged (:mod:`cudaperf.harness.nvml`). Where NVML cannot see the sandbox's processes the check is unavailable
-    and the result says so. Off by default until it has run on the GPU machines."""
+    forged (:mod:`cudaperf.harness.nvml`). The run's GPU is ``gpu_index``, or the only GPU visible when none is
+    given. Where NVML cannot see the sandbox's processes (no GPU or driver, a container whose PID namespace hides
+    the driver's process ids, several GPUs and none given) the check is unavailable, nothing is ruled on, and the
+    result says why (``GpuEvidence.driver_context``): on such a machine a forged record is still credited. On by
+    default since session 19, after its GPU test passed on an NVIDIA H200."""
     arch: str | None = None
     """``sm_XY``; None: the visible GPU's, or sm_90 without one."""
     nvcc_flags: tuple[str, ...] = DEFAULT_NVCC_FLAGS
@@ -119,6 +135,8 @@ class HarnessSettings:
                              f"{self.speedup_estimator!r}")
         if self.timing_sets < 1:
             raise ValueError("timing_sets must be >= 1")
+        if not 0 <= self.min_kernel_share < 1:
+            raise ValueError("min_kernel_share must be in [0, 1)")
 
     @property
     def seeds_policy(self) -> str:

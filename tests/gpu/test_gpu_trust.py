@@ -103,10 +103,16 @@ def test_outputs_not_copied_from_the_device_get_no_credit(saxpy, prepared, name)
     assert "from the device" in r.failure.message or "no GPU kernel" in r.failure.message
 
 
-def test_host_work_behind_a_full_size_copy_is_recorded_with_its_gpu_share(saxpy, prepared, honest):
-    """The byte rule is met by a useless copy; what tells this candidate apart is the share of the call the GPU
-    was busy, which the result records (see docs/ARCHITECTURE.md for why it is not a rule)."""
+def test_host_work_behind_a_full_size_copy_falls_below_the_kernel_share_floor(saxpy, prepared, honest):
+    """The byte rule is met by a useless copy; what tells this candidate apart is the kernels' share of the call
+    traced after timing: below ``min_kernel_share`` (0.0002; on the H200 the honest dataset variants had 0.0010 and
+    more, the honest saxpy 0.0025, this candidate below 0.00005) it gets no_gpu_work, with the shares it was judged
+    on kept in the result. (Credited at 0.16x to 0.23x before session 19.)"""
     r = _fixture(saxpy, prepared, "token_kernel_full_copy.cu")
-    assert r.status == "scored"
-    if r.correct:
-        assert r.gpu_evidence.kernel_share < honest.gpu_evidence.kernel_share
+    assert r.status == "scored" and not r.correct and r.speedup is None
+    assert r.stage == Stage.CORRECT and r.failure.kind == FailureKind.NO_GPU_WORK, r.failure
+    assert "computed on the host" in r.failure.message and "min_kernel_share" in r.failure.message
+    ev = r.gpu_evidence
+    assert ev.output_bytes_min_fraction is not None and ev.output_bytes_min_fraction >= 1.0  # the byte rule: met
+    assert ev.call_ms and ev.call_ms > 0 and ev.kernel_share is not None and ev.gpu_share is not None
+    assert ev.kernel_share < SETTINGS.min_kernel_share <= honest.gpu_evidence.kernel_share
