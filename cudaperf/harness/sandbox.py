@@ -76,8 +76,11 @@ Not covered
     through ``mprotect`` while ``deny_exec_remap`` is off) can shift time between samples within the harness's
     slack (a quarter of the window plus 10 ms), return stale outputs on timed calls that are not re-checked,
     or do host work on all but the traced call; a copy of garbage of the outputs' size from the device meets the
-    byte rule (the call's kernel and GPU shares are recorded, not ruled on); inputs whose distributions are
-    structured (permutations, offsets, sorted, aranges, constants) are not perturbed;
+    byte rule, and while the host computes, a kernel that takes GPU time without doing the work (a grid of idle
+    threads, a spin on the clock: ``adversarial/saxpy_token_grid_copy.cu``, ``saxpy_spin_kernel_host_loop.cu``)
+    meets the kernel-share floor (``HarnessSettings.min_kernel_share``, which stops a token kernel such as
+    ``trust/token_kernel_full_copy.cu``); inputs whose distributions are structured (permutations, offsets,
+    sorted, aranges, constants) are not perturbed;
   * the PyTorch runner also shares its process (and, for ``ModelNew``, its interpreter) with the candidate. What
     stands: the static checks, the fast path's symbol check (no vendor library, ATen, module loader or Python C
     API), records read while the runner waits (trial outputs at ``tests_done``, samples at ``timing_done``, the
@@ -88,11 +91,13 @@ Not covered
     a candidate that breaks the profiler itself as well can go lower; the harness keeps no clock of its own on
     each PyTorch call;
   * a whole program (``c_program``) reports its GPU work through a CUPTI probe loaded into its own process, so a
-    host-only program can write the probe's record itself. What stands, when ``c_program_context_check`` is on
-    (off by default until shown on the GPU machines): the harness reads the driver's list of processes with a
-    CUDA context (NVML) while each test runs, and a record claiming kernels from a program never in that list
-    gets no credit (:mod:`cudaperf.harness.nvml`). What does not: a program that does hold a context (or starts
-    a child that does) while it computes on the host and forges the record;
+    host-only program can write the probe's record itself. What stands (``c_program_context_check``, on by
+    default): the harness reads the driver's list of processes with a CUDA context (NVML) while each test runs,
+    and a record claiming kernels from a program never in that list gets no credit (:mod:`cudaperf.harness.nvml`).
+    What does not: a program that does hold a context (or starts a child that does) while it computes on the host
+    and forges the record; and any forged record where NVML cannot see the sandbox's processes (no GPU or driver,
+    a container whose PID namespace hides the driver's process ids), where the check is unavailable and the
+    result says why;
   * side channels, kernel exploits (the seccomp profiles are deny-lists: the calls they allow are the kernel's
     attack surface), the GPU driver's own ioctls, and reading what the private root binds (system files, the
     Python installation and its site-packages, the CUDA toolkit, ``/sys``);
