@@ -168,8 +168,10 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
                     fetched = False
                     try:
                         prep, t_prep = pending.result()
-                        nxt, fetched = next_task(), True  # its preparation overlaps this task's candidates
-                        pending = ahead.submit(prepare, nxt, gpu) if nxt is not None else None
+                        nxt, fetched = next_task(), True  # its preparation overlaps this task's candidates,
+                        # unless this task's tensors leave no room for another's beside them (then it follows)
+                        defer = 3 * host_bytes(prep) > mem_available_bytes()
+                        pending = ahead.submit(prepare, nxt, gpu) if nxt is not None and not defer else None
                         for j in task_jobs:
                             builds[(tid, j.candidate_id)].result()  # built (cached) before the task takes the GPU
                         while sum(not f.done() for f in in_flight) > max(1, parallel):
@@ -192,6 +194,8 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
                         if not fetched:
                             nxt = next_task()
                             pending = ahead.submit(prepare, nxt, gpu) if nxt is not None else None
+                        elif pending is None and nxt is not None:  # deferred for its size
+                            pending = ahead.submit(prepare, nxt, gpu)
                         tid = nxt
                         continue
                     task_s = {"task_prepare_s": round(t_prep, 4), "task_baselines_s": round(time.monotonic() - tb, 4)}
@@ -214,9 +218,12 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
                                         gpu_lock=gpu_lock if parallel > 1 else None)
                         f.add_done_callback(done)
                         in_flight.append(f)
-                    if parallel <= 1:  # untrusted candidates: nothing of the next task overlaps them
+                    if parallel <= 1 or defer:  # untrusted candidates: nothing of the next task overlaps them
                         for f in in_flight:
                             f.result()
+                    if defer and nxt is not None:
+                        del prep, eager, compiled
+                        pending = ahead.submit(prepare, nxt, gpu)
                     tid = nxt
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             errors.append(exc)
@@ -240,6 +247,25 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
                                n_skipped=len(jobs) - len(todo), not_started=left,
                                gpu_s=gpu_busy[0], wall_s=time.monotonic() - t0, per_task_s=per_task,
                                n_gpu_runs=n_done[0])
+
+
+def host_bytes(prep) -> int:
+    """Host memory a prepared task holds while its candidates run: the inputs' pack, the expected outputs and
+    a run's output memory file (as large as the expected outputs)."""
+    return sum(int(getattr(x, "nbytes", 0)) for t in prep.trials for x in t.inputs) + 2 * sum(
+        int(getattr(x, "nbytes", 0)) for t in prep.trials for x in t.expected)
+
+
+def mem_available_bytes() -> int:
+    """The kernel's estimate of memory available without swapping (MemAvailable); very large where unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 1 << 62
 
 
 _MODELNEW = re.compile(r"\bclass\s+ModelNew\b")

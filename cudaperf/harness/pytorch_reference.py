@@ -19,7 +19,7 @@ import os
 import threading
 import weakref
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from cudaperf.tasks.pytorch import PRECISION_POLICY, PyTorchTask
@@ -121,22 +121,26 @@ class _SharedInputs:
         self._fd: int | None = None
 
     def get(self, prepared: PreparedPyTorch) -> int:
-        from cudaperf.harness.native.tensor_pack import memory_file, seal, write_pack
-
         with self._lock:
             if self._fd is None:
-                fd = memory_file(f"cudaperf-inputs-{prepared.task.id}"[:200])
-                try:
-                    write_pack(fd, {"trials": [list(t.inputs) for t in prepared.trials],
-                                    "params": [p for _, p in prepared.parameters],
-                                    "init": list(prepared.init_inputs)})
-                    seal(fd, writes=True)
-                except BaseException:
-                    os.close(fd)
-                    raise
-                weakref.finalize(self, os.close, fd)
-                self._fd = fd
+                self._fd = self.write(prepared.task.id, [list(t.inputs) for t in prepared.trials],
+                                      [p for _, p in prepared.parameters], list(prepared.init_inputs))
             return self._fd
+
+    def write(self, task_id: str, trials: list, params: list, init: list) -> int:
+        """The sealed pack of the inputs (closed when this holder is collected)."""
+        from cudaperf.harness.native.tensor_pack import memory_file, seal, write_pack
+
+        fd = memory_file(f"cudaperf-inputs-{task_id}"[:200])
+        try:
+            write_pack(fd, {"trials": trials, "params": params, "init": init})
+            seal(fd, writes=True)
+        except BaseException:
+            os.close(fd)
+            raise
+        weakref.finalize(self, os.close, fd)
+        self._fd = fd
+        return fd
 
 
 def pin_precision() -> None:
@@ -197,8 +201,17 @@ def prepare_pytorch(task: PyTorchTask, seed: int, *, n_trials: int = 3, device: 
         note = f"two sizes: batch_size {sizes[0]} and {sizes[1]}"
     else:
         note = "one size: the problem fixes its shapes (no module-level batch_size)"
+    # The inputs go into the pack the runs share, and the trials keep views of its pages (copy-on-write) rather
+    # than a second copy: KernelBench's largest problems hold 16 GB of inputs over three trials.
+    shared = _SharedInputs()
+    with step():
+        fd = shared.write(task.id, [list(t.inputs) for t in trials], [p for _, p in params], list(init_inputs))
+        from cudaperf.harness.native.tensor_pack import read_pack
+
+        views = read_pack(fd)["trials"]
+    trials = [replace(t, inputs=tuple(views[k])) for k, t in enumerate(trials)]
     return PreparedPyTorch(task=task, init_inputs=init_inputs, parameters=params, trials=tuple(trials),
-                           precision=PRECISION_POLICY, device=device, sizes_note=note)
+                           precision=PRECISION_POLICY, device=device, sizes_note=note, _inputs=shared)
 
 
 def _tolerance(task: PyTorchTask, dtype) -> tuple[float, float]:

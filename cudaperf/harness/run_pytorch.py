@@ -219,15 +219,13 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
                 stopped = ctl.read_line(timeout_s=settings.timing_timeout_s) if ctl.send("stop") else None
                 mark("profile_s")
             if stopped == "stopped":  # the GPU is free again; the runner waits until this returns
-                try:  # the reference on the re-checked calls' perturbed inputs: trusted work, on the GPU
+                try:  # with the reference on the re-checked calls' perturbed inputs: trusted work, on the GPU
                     with gpu, HOST.background():
-                        expected = _timed_expected(prepared, state["secret"], settings.warmup,
-                                                   len(state.get("samples") or []))
-                except Exception as exc:  # noqa: BLE001 - the trusted reference failed: not the candidate's doing
-                    state["recheck_fault"] = (f"the reference on the timed calls' inputs failed: "
-                                              f"{type(exc).__name__}: {exc}")
+                        state["recheck"] = _recheck_timed(prepared, w, outputs, _timed_seeds(
+                            prepared, state["secret"], settings.warmup, len(state.get("samples") or [])))
+                except _ReferenceFailed as exc:
+                    state["recheck_fault"] = str(exc)
                     return
-                state["recheck"] = _recheck_timed(prepared, w, outputs, expected)
                 state["evidence"] = _read_json(w / "evidence.json", {})
                 mark("recheck_s")
 
@@ -407,8 +405,12 @@ def _judge_trials(prepared: PreparedPyTorch, w: Path, outputs: _Outputs) -> tupl
     return passed, None
 
 
-def _timed_expected(prepared: PreparedPyTorch, secret: int, warmup: int, n_samples: int) -> list | str:
-    """What the last timed call on each trial's inputs must have returned: the window's calls rotate over the
+class _ReferenceFailed(Exception):
+    """The trusted reference failed on a re-checked call's inputs (a harness fault)."""
+
+
+def _timed_seeds(prepared: PreparedPyTorch, secret: int, warmup: int, n_samples: int) -> list[int] | str:
+    """The perturbation seed of the last timed call on each trial's inputs: the window's calls rotate over the
     trials after ``warmup`` calls, the ``K``-th call (warm-up calls first) on inputs perturbed by
     ``call_seed(secret, K)``; the runner reported ``n_samples`` timed calls. A count with a trial left out is
     the candidate's (the runner makes at least one call per trial)."""
@@ -418,12 +420,22 @@ def _timed_expected(prepared: PreparedPyTorch, secret: int, warmup: int, n_sampl
     if n_samples < n:
         return f"the timing window reported {n_samples} calls, fewer than the {n} trials"
     last = {(n_samples - 1 - j) % n: warmup + n_samples - 1 - j for j in range(n)}  # trial -> its last call's K
-    return [prepared.expected_perturbed(k, call_seed(secret, last[k])) for k in range(n)]
+    return [call_seed(secret, last[k]) for k in range(n)]
 
 
-def _recheck_timed(prepared: PreparedPyTorch, w: Path, outputs: _Outputs, expected: list | str) -> str | None:
-    if isinstance(expected, str):
-        return expected
+def _expected_timed(prepared: PreparedPyTorch, k: int, seed: int):
+    """What the last timed call on trial ``k``'s inputs must have returned, one trial at a time (the largest
+    problems' outputs are gigabytes)."""
+    try:
+        return prepared.expected_perturbed(k, seed)
+    except Exception as exc:  # noqa: BLE001 - the trusted reference failed: not the candidate's doing
+        raise _ReferenceFailed(f"the reference on the timed calls' inputs failed: {type(exc).__name__}: {exc}") \
+            from exc
+
+
+def _recheck_timed(prepared: PreparedPyTorch, w: Path, outputs: _Outputs, seeds: list[int] | str) -> str | None:
+    if isinstance(seeds, str):
+        return seeds
     reports = _read_json(w / "timed.json", None)
     if not isinstance(reports, list) or len(reports) != len(prepared.trials):
         why = reports.get("error") if isinstance(reports, dict) else None
@@ -432,7 +444,7 @@ def _recheck_timed(prepared: PreparedPyTorch, w: Path, outputs: _Outputs, expect
         got, why = outputs.got(k, reports[k])
         if got is None:
             return f"outputs of timed calls on trial {k}'s inputs: {why}"
-        bad = compare_outputs(prepared.task, expected[k], got)
+        bad = compare_outputs(prepared.task, _expected_timed(prepared, k, seeds[k]), got)
         del got
         if bad is not None:
             return f"outputs of timed calls on trial {k}'s (perturbed) inputs are wrong: {bad}"

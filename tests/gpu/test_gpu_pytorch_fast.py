@@ -188,3 +188,32 @@ def test_samples_under_the_profiled_calls_gpu_time_get_no_credit(relu_prepared):
     honest = _run(relu_prepared, "relu.cu")
     assert honest.correct, honest.failure  # the floor check ran on its own samples and passed
     assert timing_floor_failure([0.001] * 5, 1000.0 * honest.timing.median_ms, HarnessSettings()) is not None
+
+
+def test_outputs_cached_by_sampled_input_values_fail_the_timed_recheck(relu_prepared):
+    """adversarial/fast_cache_sampled_inputs.cu computes each trial honestly (fresh inputs), then serves timed
+    calls from a cache keyed by 64 sampled input values, copied by a kernel of its own. Timed calls see inputs
+    perturbed per call, so the cached outputs are stale where the perturbation landed, and the re-check of each
+    trial's last timed outputs against the reference on the same perturbed inputs fails it."""
+    from cudaperf.harness.run_pytorch import run_pytorch_fast, sandbox_python
+    from cudaperf.harness.settings import HarnessSettings
+    from cudaperf.harness.torch_fast import build_fast_candidate
+
+    _, why = sandbox_python()
+    if why:
+        pytest.skip(why)
+    code = (FIX.parent / "adversarial" / "fast_cache_sampled_inputs.cu").read_text()
+    b = build_fast_candidate(code)
+    assert b.stage == "ok", b.info.log
+    out = run_pytorch_fast(relu_prepared, code, b, HarnessSettings(budget_ms=300, test_timeout_s=60))
+    assert out.trials_passed == out.n_trials  # honest on fresh inputs
+    assert not out.correct and out.failure.kind.value == "wrong_output_during_timing", out.failure
+    assert "perturbed" in out.failure.message
+
+
+def test_honest_candidates_pass_the_recheck_on_perturbed_inputs(relu_prepared):
+    """The perturbation is the same in the runner (on the GPU) and in the harness (on the CPU, then the reference):
+    an honest candidate's timed outputs match, over several runs (fresh secrets each)."""
+    for _ in range(3):
+        out = _run(relu_prepared, "relu.cu")
+        assert out.correct and out.timing is not None, out.failure
