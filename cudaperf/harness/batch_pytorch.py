@@ -258,14 +258,9 @@ def host_bytes(prep) -> int:
 
 def mem_available_bytes() -> int:
     """The kernel's estimate of memory available without swapping (MemAvailable); very large where unknown."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 1 << 62
+    from cudaperf.harness.sandbox import meminfo_bytes
+
+    return meminfo_bytes("MemAvailable", 1 << 62)
 
 
 _MODELNEW = re.compile(r"\bclass\s+ModelNew\b")

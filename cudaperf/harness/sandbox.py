@@ -153,15 +153,20 @@ def _switch(name: str) -> bool:
     return value
 
 
-def _mem_total() -> int:
+def meminfo_bytes(key: str, default: int) -> int:
+    """A field of ``/proc/meminfo`` (``MemTotal``, ``MemAvailable``...) in bytes; ``default`` where unknown."""
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
-                if line.startswith("MemTotal:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) * 1024
-    except OSError:
+    except (OSError, ValueError, IndexError):
         pass
-    return 16 * GiB
+    return default
+
+
+def _mem_total() -> int:
+    return meminfo_bytes("MemTotal", 16 * GiB)
 
 
 def default_memory_bytes() -> int:
