@@ -180,6 +180,40 @@ def test_a_traced_timed_call_must_bring_its_outputs_back_from_the_device(saxpy_p
     assert _device_output_fraction(prep, _stats(case_kernels={0: {"valid": 0, "dtoh_bytes": 0}})) is None
 
 
+def test_a_compaction_that_copies_back_only_its_selected_elements_keeps_its_credit(tmp_path):
+    """Session 20 on the H200: the dataset's honest ``chunked_transfers`` stream compaction copies back the
+    ``count`` selected elements and zeroes the tail on the host; counted against every byte of ``y`` it copied
+    49.5 % and got no_gpu_work. The byte rule counts the outputs' non-zero elements: the honest copy-back meets
+    it, and a call that copies back less than half of what it selected still does not."""
+    import numpy as np
+
+    from cudaperf.dataset.build import dataset_tasks
+    from cudaperf.dataset.store import Dataset, default_dataset_dir
+    from cudaperf.harness.run_c_function import output_bytes, prepare_c_function, traced_evidence
+
+    ds = Dataset.load(default_dataset_dir())
+    task = next(t for k, t in sorted(dataset_tasks(ds).items()) if k.startswith("stream_compact_"))
+    prep = prepare_c_function(task, SETTINGS, seed=5, defer_baseline=True)
+    exp = prep.expected_timing[0]
+    y, count = np.asarray(exp.values["y"]), int(exp.values["return"])
+    assert 0 < count < y.size and not y[count:].any()  # a tail of zeros
+    need = output_bytes(prep.task, exp)
+    assert need == np.count_nonzero(y) * y.itemsize <= count * y.itemsize  # a selected 0 counts as a zero
+
+    def traced(dtoh):
+        f = tmp_path / "tstats.txt"
+        f.write_text(f"traced window 0 case 0 valid 1 call_ns 5000 kernels 3 kernel_ns 900 memcpy_ns 10 "
+                     f"memset_ns 0 htod_bytes 8 dtoh_bytes {dtoh}\n")
+        return _parse_stats(f)
+
+    honest = count * y.itemsize + 4  # the selected elements and the count
+    assert traced_evidence(prep, traced(honest), 1, SETTINGS)[1] is None
+    assert "of its output bytes" in traced_evidence(prep, traced(need // 3), 1, SETTINGS)[1]
+    # an output of zeros only asks for the return value
+    zeros = type(exp)(status=0, values={"y": np.zeros_like(y), "return": 0})
+    assert output_bytes(prep.task, zeros) == 4
+
+
 def test_host_work_behind_a_token_kernel_falls_below_the_kernel_share_floor():
     """The call traced after timing: its kernels' GPU time over its wall time (both from CUPTI in the driver) must
     reach ``min_kernel_share``. The H200 figures of session 19: honest dataset variants from 0.0010 up, the honest

@@ -296,8 +296,12 @@ class CFunctionOutcome:
 
 
 def output_bytes(task: CFunctionTask, outputs: CaseOutputs) -> int:
-    """The bytes a call must bring back from the device: its output arrays, or (none) its return value."""
-    arrays = sum(np.asarray(v).nbytes for k, v in outputs.values.items() if k != "return")
+    """The bytes a call must bring back from the device: the elements of its output arrays that are not zero (a
+    zero can be set on the host with a memset, which is no computation: an honest stream compaction copies back
+    its ``count`` selected elements and zeroes the tail on the host), or (no arrays, or all zero) its return
+    value."""
+    arrays = sum(np.count_nonzero(a) * a.itemsize
+                 for a in (np.asarray(v) for k, v in outputs.values.items() if k != "return"))
     if arrays:
         return int(arrays)
     return int(np.dtype(numpy_dtype(task.returns)).itemsize) if task.returns != "void" else 0

@@ -87,8 +87,11 @@ class HarnessSettings:
     outputs_from_device_fraction: float = 0.5
     """Evidence that the GPU produced a C function's outputs: in each timing window one timed call, drawn at random
     among the first ``min_reps`` and traced (CUPTI) instead of timed, must run a kernel and copy at least this
-    fraction of its output bytes from the device. Half, not all: an honest candidate may copy back only the part
-    of an in/out array it changed (a stencil's interior). 0 switches the byte rule off (outputs written through
+    fraction of its output bytes from the device (``run_c_function.output_bytes``: the outputs' elements that are
+    not zero, since a zero tail is a host memset; session 20 on the H200: the honest ``chunked_transfers``
+    compaction copied back only its selected elements and was refused when all the array's bytes counted). Half,
+    not all: an honest candidate may copy back only the part of an in/out array it changed (a stencil's
+    interior). 0 switches the byte rule off (outputs written through
     mapped or managed memory then pass; so does host work behind a token kernel)."""
     min_kernel_share: float = 0.0002
     """Evidence that the GPU did a C function's work, not only that its outputs came from the device: in the call
