@@ -170,6 +170,24 @@ def test_writes_to_tmp_and_shm_do_not_outlive_the_run(programs):
     assert _lines(second.stdout, "READ") == [], second.stdout
 
 
+def test_ipc_objects_do_not_outlive_the_run(programs):
+    """System V shared memory, message queues and semaphores, and POSIX message queues live in the kernel's IPC
+    namespace, which no file system hides: a run leaves them under a key, and the next evaluation must not find
+    them (each run has an IPC namespace of its own, gone with it)."""
+    import subprocess
+
+    key = f"{secrets.randbits(30) | 1 << 30:x}"
+    control = run(programs, "ipc_probe", "self", key)  # IPC works inside one run
+    assert control.ok and len(_lines(control.stdout, "LEFT")) == 4, control.stdout
+    assert len(_lines(control.stdout, "FOUND")) == 4, control.stdout
+    first = run(programs, "ipc_probe", "leave", key)
+    assert first.ok and len(_lines(first.stdout, "LEFT")) == 4, first.stdout
+    second = run(programs, "ipc_probe", "find", key)  # the next evaluation sees nothing of the first
+    assert second.ok and _lines(second.stdout, "FOUND") == [], second.stdout
+    host = subprocess.run(["ipcs", "-a"], capture_output=True, text=True).stdout if shutil.which("ipcs") else ""
+    assert f"0x{int(key, 16):08x}" not in host, "an IPC object of the run is left on the host"
+
+
 @needs_private_root
 def test_system_paths_and_the_python_installation_are_read_only(programs):
     targets = ["/usr/cudaperf-x", "/etc/cudaperf-x", f"{sys.prefix}/cudaperf-x", "/cudaperf-x"]

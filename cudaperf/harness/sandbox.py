@@ -8,9 +8,11 @@ or both. Each run gets what this machine allows of the following; what was in fo
 is named there with the reason, never dropped silently.
 
 Covered
-  * a fresh process in its own session, started by ``unshare`` in new PID, mount and network namespaces when the
-    OS allows: no network, and when the run ends (or its wall-clock deadline passes) every process it started
-    dies with it, including ones that called ``setsid`` or double-forked;
+  * a fresh process in its own session, started by ``unshare`` in new PID, mount, network and IPC namespaces when
+    the OS allows: no network, and when the run ends (or its wall-clock deadline passes) every process it started
+    dies with it, including ones that called ``setsid`` or double-forked; System V shared memory, message queues
+    and semaphores and POSIX message queues it creates vanish with its IPC namespace (before session 20 they
+    outlived the run on the host and the next evaluation could read them: ``tests/fixtures/hostile/ipc_probe.c``);
   * a hard wall-clock timeout; on expiry the whole process group (and PID namespace, and the run's cgroup) is
     killed with SIGKILL;
   * a private root (``SandboxLimits.private_root``, on by default; needs the mount namespace): the program sees a
@@ -288,7 +290,7 @@ def base_level() -> str:
     unshare = shutil.which("unshare")
     setpriv = shutil.which("setpriv")
     if unshare:
-        base = [unshare, "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
+        base = [unshare, "--net", "--ipc", "--pid", "--fork", "--mount-proc", "--kill-child"]
         if _is_root() and setpriv:
             probe = base + [setpriv, f"--reuid={NOBODY_UID}", f"--regid={NOBODY_GID}", "--clear-groups", "true"]
             if subprocess.run(probe, capture_output=True, timeout=20).returncode == 0:
@@ -297,7 +299,7 @@ def base_level() -> str:
             if subprocess.run(base + ["true"], capture_output=True, timeout=20).returncode == 0:
                 return "namespaces"
         else:
-            user = [unshare, "--user", "--map-root-user", "--net", "--pid", "--fork", "--mount-proc", "--kill-child", "true"]
+            user = [unshare, "--user", "--map-root-user", "--net", "--ipc", "--pid", "--fork", "--mount-proc", "--kill-child", "true"]
             if subprocess.run(user, capture_output=True, timeout=20).returncode == 0:
                 return "user-namespaces"
     return "session"
@@ -324,11 +326,11 @@ def _wrap(argv: Sequence[str], level: str) -> list[str]:
     if level == "session":
         return list(argv)
     if level == "user-namespaces":
-        return [_host_tool("unshare"), "--user", "--map-root-user", "--net", "--pid", "--fork", "--mount-proc", "--kill-child", "--",
+        return [_host_tool("unshare"), "--user", "--map-root-user", "--net", "--ipc", "--pid", "--fork", "--mount-proc", "--kill-child", "--",
                 *_INIT, *argv]
     # --mount-proc: the CUDA driver fails to initialise (cudaErrorOperatingSystem) in a PID namespace whose
     # /proc is the host's (seen on the H200 machine).
-    cmd = [_host_tool("unshare"), "--net", "--pid", "--fork", "--mount-proc", "--kill-child", "--"]
+    cmd = [_host_tool("unshare"), "--net", "--ipc", "--pid", "--fork", "--mount-proc", "--kill-child", "--"]
     if level == "namespaces+nobody":
         cmd += [_host_tool("setpriv"), f"--reuid={NOBODY_UID}", f"--regid={NOBODY_GID}", "--clear-groups", "--"]
     return cmd + _INIT + list(argv)
@@ -346,7 +348,7 @@ def _launcher_wrap(argv: Sequence[str], level: str, spec_fd: int, private_root: 
         return inner
     ns = ["--mount"] if private_root else ["--mount-proc"]  # the private root mounts its own /proc
     user = ["--user", "--map-root-user"] if level == "user-namespaces" else []
-    return [_host_tool("unshare"), *user, *ns, "--net", "--pid", "--fork", "--kill-child", "--", *inner]
+    return [_host_tool("unshare"), *user, *ns, "--net", "--ipc", "--pid", "--fork", "--kill-child", "--", *inner]
 
 
 def make_workdir(prefix: str = "cudaperf-") -> Path:
