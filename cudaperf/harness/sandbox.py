@@ -63,6 +63,9 @@ Covered
   harness fault: it happens before the program runs, so a program cannot cause it).
 
 Not covered
+  * device memory a run leaves behind: the driver, not the sandbox, decides what a later context's allocations
+    hold; ``tests/gpu/test_gpu_sandbox.py`` (``tests/fixtures/hostile/gpu_residue.cu``) checks that a run's pattern
+    does not reach the next run (written in session 20, not yet run on a GPU);
   * GPU memory and GPU time of other processes on the same GPU: the executor never runs two candidates on one
     GPU at once (except ``timing_rounds`` > 1, where a task's trusted variants wait side by side); a GPU fault is
     sticky only for the faulting process, which is then gone;
