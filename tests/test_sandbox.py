@@ -147,6 +147,33 @@ def test_control_phase_timeout_kills_the_program():
     assert r.timed_out and r.returncode is None and time.monotonic() - t0 < 10
 
 
+def test_a_program_that_runs_on_after_its_last_command_is_ended_by_the_exit_grace():
+    """Once the control returns (the last command sent, the last record read), ``exit_grace_s`` bounds the exit:
+    code of the program's own that runs at exit (a spin in a destructor) no longer holds the run until its
+    wall-clock backstop. A prompt exit is untouched, and without the grace the run goes on to its deadline."""
+    from cudaperf.harness.sandbox import CTL_FD
+
+    def control(ctl):
+        assert ctl.read_line(timeout_s=10) == "tests_done"
+        ctl.send("stop")
+
+    def go(script, **limits):
+        with Workdir() as w:
+            t0 = time.monotonic()
+            r = run_sandboxed(["bash", "-c", script, "prog", CTL_FD], w, limits=SandboxLimits(**limits),
+                              control=control)
+            return r, time.monotonic() - t0
+
+    lingers = 'echo tests_done >&"$1"; read v; while :; do :; done'
+    r, took = go(lingers, wall_s=120, exit_grace_s=1.0)
+    assert r.exit_overrun and not r.ok and not r.timed_out and took < 30
+    assert "had not ended 1 s after the harness's last command" in r.describe()
+    r, _ = go('echo tests_done >&"$1"; read v; exit 0', wall_s=120, exit_grace_s=1.0)
+    assert r.ok and not r.exit_overrun
+    r, took = go(lingers, wall_s=3)  # no grace: the wall clock ends it
+    assert r.timed_out and not r.exit_overrun and took >= 2.5
+
+
 def test_control_line_flood_and_early_exit_are_just_lines():
     got = []
 

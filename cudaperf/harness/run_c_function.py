@@ -719,8 +719,9 @@ class CandidateRun:
             # Each phase has its own limit (tests, every timing window); the process may wait idle between
             # phases while the task's other candidates run, so its own wall-clock limit is only a backstop.
             self._stop_sent = None
-            run = run_sandboxed(argv, w, env=env, limits=SandboxLimits(wall_s=_PROCESS_BACKSTOP_S),
-                                control=self._control)
+            run = run_sandboxed(argv, w, env=env, control=self._control,
+                                limits=SandboxLimits(wall_s=_PROCESS_BACKSTOP_S,
+                                                     exit_grace_s=self.settings.exit_grace_s))
             t_end = time.monotonic()
             if self._stop_sent is not None:
                 self.phases_s["exit_s"] = t_end - self._stop_sent
@@ -740,6 +741,9 @@ class CandidateRun:
         tests, p, evidence = verdict.tests, verdict.pass_fraction, verdict.evidence
         if verdict.failure is not None:
             return CFunctionOutcome(verdict.stage, False, verdict.failure, tests, p, None, evidence, run_s)
+        if run.exit_overrun:  # every record was read, but the program would not end: no credit
+            return CFunctionOutcome(Stage.CORRECT, False, Failure(FailureKind.TIMEOUT, (
+                f"the program {run.describe()}; killed")), tests, p, None, evidence, run_s)
         if not self.windows_tried:
             return CFunctionOutcome(Stage.CORRECT, True, None, tests, p, None, evidence, run_s)
 

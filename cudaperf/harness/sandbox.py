@@ -228,6 +228,11 @@ class SandboxLimits:
     """Cap memory and processes in a cgroup of the run's own; False: RLIMIT_DATA only."""
     ro_paths: tuple[str, ...] = ()
     """More host paths the private root binds read-only."""
+    exit_grace_s: float | None = None
+    """With a ``control``: once it returns (the harness has sent its last command and read its last record), the
+    program has this long to end; past it, it is killed and the run says so (``limit``; ``exit_overrun``). None:
+    it may run on to ``wall_s``. Code of the candidate's that runs at exit (a function-local static's destructor)
+    otherwise holds the run, and the GPU worker with it, until the wall-clock backstop."""
 
     @property
     def memory(self) -> int:
@@ -253,6 +258,8 @@ class SandboxRun:
     words; None when none did."""
     memory_note: str | None = None
     """Said of a failed run when memory was capped by RLIMIT_DATA (an allocation past it fails in the program)."""
+    exit_overrun: bool = False
+    """It was killed because it had not ended ``SandboxLimits.exit_grace_s`` after its ``control`` returned."""
 
     @property
     def ok(self) -> bool:
@@ -1116,14 +1123,16 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
             observer = threading.Thread(target=observe, args=(proc.pid, ended), name="cudaperf-observe", daemon=True)
             observer.start()
         timed_out = False
+        exit_overrun = False
         ctl: Control | None = None
+        deadline = start + limits.wall_s
         if pausable:
             from cudaperf.harness.quiet import HOST
 
             HOST.register(proc.pid)
         try:
             if control is not None:
-                ctl = Control(proc, status_r, start + limits.wall_s)
+                ctl = Control(proc, status_r, deadline)
                 try:
                     control(ctl)
                 finally:
@@ -1132,10 +1141,16 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
                         proc.stdin.close()  # type: ignore[union-attr]
                     except OSError:
                         pass
-            if pausable:
-                rc = _wait_pausable(proc, start + limits.wall_s)
-            else:
-                rc = proc.wait(timeout=max(0.0, start + limits.wall_s - time.monotonic()))
+                if limits.exit_grace_s is not None:
+                    deadline = min(deadline, time.monotonic() + limits.exit_grace_s)
+            try:
+                if pausable:
+                    rc = _wait_pausable(proc, deadline)
+                else:
+                    rc = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                exit_overrun = deadline < start + limits.wall_s
+                raise
         except subprocess.TimeoutExpired:
             timed_out = True
             rc = None
@@ -1169,6 +1184,10 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
             raise SandboxSetupError(errno.EPERM, f"the sandbox could not start {argv[0] if argv else 'the program'}: "
                                                  f"{setup_error} (level: {plan.level})")
         limit = limit or reported
+    exit_overrun = exit_overrun and limit is None
+    if exit_overrun:
+        limit = (f"it had not ended {limits.exit_grace_s:g} s after the harness's last command (code of its own "
+                 "running at exit)")
     if limit is not None:
         timed_out = False  # the limit ended it, not the clock (a kill by the limit may land at the deadline)
     stdout, out_trunc = _read_prefix(out_path, limits.capture_bytes)
@@ -1187,6 +1206,7 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
         stderr_truncated=err_trunc,
         level=plan.level,
         limit=limit,
+        exit_overrun=exit_overrun,
         memory_note=(f"host memory is capped at {_fmt_bytes(limits.memory)} by RLIMIT_DATA: an allocation past it "
                      "fails" if rlimit_data else None),
     )

@@ -66,6 +66,11 @@ class HarnessSettings:
     test_timeout_s: float = 60.0
     """Wall-clock limit for the candidate's test run (all hidden tests)."""
     timing_timeout_s: float = 180.0
+    exit_grace_s: float = 10.0
+    """A C function's process, once the harness has read its last record and told it to stop, has this long to
+    end (its CUDA context's teardown takes a fraction of a second); past it, it is killed and gets no credit
+    (``timeout``): code of the candidate's running at exit (a function-local static's destructor) would otherwise
+    hold the GPU worker until the process's six-hour backstop."""
     reference_timeout_s: float = 900.0
     plausible_speedup: float = 10_000.0
     """Speedups above this are kept but flagged for audit (a timing hack or a broken baseline)."""
