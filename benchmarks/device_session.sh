@@ -49,8 +49,9 @@
 #                 measure-c-ab's chunks (PARTS, default "l1 l2"; CHUNK_MINUTES), stores kept and ingested the same way
 #   final         tests-all with build-bench beside it (TEST_LIMIT seconds per half, default 480)
 #   trust-load    benchmarks/load_run.py (issue 22): the clean batch, then the load (1,800 honest dataset variants of
-#                 250 tasks (LOAD_ARGS, default --max-tasks 250) with
-#                 the adversarial suite twice, shuffled), LOAD_MINUTES (default 8) a call; the stores stay in
+#                 100 tasks, reused as distinct copies past the pool (LOAD_ARGS, default --max-tasks 100), with
+#                 the adversarial suite twice, shuffled; eval's timing: --budget-ms 500 --max-reps 30),
+#                 LOAD_MINUTES (default 8) a call; the stores stay in
 #                 .device/load on the machine, so the next call of the lease goes on (a new machine: carry
 #                 .device/load back, unpacked from load_stores.tgz); summary.json, progress.json and load_stores.tgz to $OUT.
 #                 Carry .whl (pyseccomp for the sandbox) and .device/bt (BabelTower, for the suite's cuda_kernel entries)
@@ -59,6 +60,10 @@
 #                 (KB_PROBLEMS, default the script's sample of six)
 #   bt-full       benchmarks/harness_batch.py: BabelTower's 233 reference kernels against their validated hidden
 #                 tests (carry .device/bt)
+#   overlap-bench benchmarks/refine_round.py: 16 samples of one C task through the executor, with and without
+#                 HarnessSettings.overlap_judging, alternating REPEATS (default 3) times, side by side
+#   tests-s20     the GPU tests written in session 20: device memory left between runs, overlap_judging's process
+#                 spans and its batch case, the adversarial entries of session 20 (a destructor spinning at exit)
 # Then, on the CPU machine: `cudaperf dataset ingest STORE.jsonl.gz ...`, in run order (runs named after their stores).
 set -u
 step=${1:?usage: device_session.sh STEP (see the header)}
@@ -178,7 +183,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
       --max-minutes "${MINUTES:-7}" > "$OUT/$run.log" 2>&1
     echo "rc=$?" >> "$OUT/$run.log"; tail -c 800 "$OUT/$run.log"
     [ "$store" != "$OUT/$run.jsonl" ] && cp "$store" "$OUT/$run.jsonl"; gzip -f "$OUT/$run.jsonl" ;;
-  trust-load|kb-sample|bt-full)
+  trust-load|kb-sample|bt-full|overlap-bench|tests-s20)
     if ls .whl/*.whl > /dev/null 2>&1; then
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
@@ -189,7 +194,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
       trust-load)
         mkdir -p .device/load
         timeout "${LIMIT:-570}" python benchmarks/load_run.py --out .device/load \
-          --max-minutes "${LOAD_MINUTES:-8}" ${LOAD_ARGS:---max-tasks 250} > "$OUT/load_run.log" 2>&1
+          --max-minutes "${LOAD_MINUTES:-8}" ${LOAD_ARGS:---max-tasks 100} > "$OUT/load_run.log" 2>&1
         echo "rc=$?" >> "$OUT/load_run.log"; tail -c 2500 "$OUT/load_run.log"
         cp .device/load/summary.json .device/load/progress.json "$OUT/" 2>/dev/null
         tar czf "$OUT/load_stores.tgz" -C .device load/clean.jsonl load/load.jsonl load/progress.json 2>/dev/null ;;
@@ -198,6 +203,17 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
         timeout "${LIMIT:-570}" python benchmarks/kernelbench_sample.py --kernelbench .device/kb --out "$OUT/kb" \
           ${KB_PROBLEMS:+--problems "$KB_PROBLEMS"} > "$OUT/kb_sample.log" 2>&1
         echo "rc=$?" >> "$OUT/kb_sample.log"; tail -c 3000 "$OUT/kb_sample.log" ;;
+      overlap-bench)
+        timeout "${LIMIT:-400}" python benchmarks/refine_round.py --out "$OUT/overlap" --arms round,overlap \
+          --repeats "${REPEATS:-3}" > "$OUT/overlap_bench.log" 2>&1
+        echo "rc=$?" >> "$OUT/overlap_bench.log"; tail -c 1500 "$OUT/overlap_bench.log" ;;
+      tests-s20)
+        timeout "${TEST_LIMIT:-400}" python -m pytest -v -m gpu tests/gpu/test_gpu_sandbox.py \
+          "tests/gpu/test_gpu_harness.py::test_overlap_judging_never_runs_two_candidates" \
+          "tests/gpu/test_gpu_harness.py::test_batch_with_grouped_candidates" \
+          "tests/gpu/test_gpu_adversarial.py" -k "sandbox or overlap or grouped or destructor" \
+          -p no:cacheprovider --durations=0 > "$OUT/gpu_tests_s20.log" 2>&1
+        echo "rc=$?" >> "$OUT/gpu_tests_s20.log"; tail -c 2500 "$OUT/gpu_tests_s20.log" ;;
       bt-full)
         timeout "${LIMIT:-570}" python benchmarks/harness_batch.py --out /tmp/bt --skip-bundled \
           --babeltower .device/bt --budget-ms 300 > "$OUT/bt_full.log" 2>&1

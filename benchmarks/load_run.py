@@ -2,10 +2,16 @@
 executor, beside a clean batch of honest candidates alone.
 
     python benchmarks/load_run.py --out DIR [--honest 1800] [--clean 200] [--hostile-copies 2] [--max-tasks N]
-                                  [--max-minutes M] [--executor local|compile-only] [--budget-ms 1000]
+                                  [--max-minutes M] [--executor local|compile-only] [--budget-ms 500]
+                                  [--max-reps 30] [--overlap-judging]
 
 Honest candidates are measured-correct variants of the built-in dataset's C-function tasks (drawn at random with
-``--seed``; the clean batch and the load's honest part are disjoint draws from the same pool). Hostile ones are every
+``--seed``; the clean batch and the load's honest part are disjoint draws from the same pool). When the load asks
+for more honest candidates than the pool has after the clean batch (``--max-tasks``: an RL step's shape, many
+samples of few tasks), its variants are used again, each copy a distinct source by a trailing comment (so nvcc
+runs for it), as a policy's samples of one task often repeat each other. Timing is ``cudaperf eval``'s
+(``--budget-ms 500 --max-reps 30``); ``--overlap-judging`` runs the batches with
+``HarnessSettings.overlap_judging``. Hostile ones are every
 entry of the adversarial suite (``tests/fixtures/adversarial/manifest.json``) ``--hostile-copies`` times, each copy
 made a distinct source by a trailing comment, so it is compiled and run again rather than found in a cache; the
 ``cuda_kernel`` entries need BabelTower's data (``CUDAPERF_BABELTOWER``) and are left out, and said so, without it.
@@ -67,6 +73,21 @@ def honest_pool(seed: int, max_tasks: int = 0) -> tuple[dict, list[tuple[str, st
         rows = [r for r in rows if r[0] in keep]
     random.Random(seed).shuffle(rows)
     return tasks, rows
+
+
+def honest_rows(pool: list[tuple[str, str, str]], n: int) -> list[tuple[str, str, str]]:
+    """``n`` honest jobs from ``pool``: each variant once, then again as copies (``#k`` in the id, a trailing
+    comment in the source) until there are ``n``."""
+    rows = []
+    for i in range(n):
+        task, cid, text = pool[i % len(pool)]
+        k = i // len(pool)
+        if k:
+            end = "</OUTPUT_CUDA>\n"
+            assert text.endswith(end), cid
+            text, cid = text[:-len(end)] + f"// load-run copy {k}\n" + end, f"{cid}#{k}"
+        rows.append((task, cid, text))
+    return rows
 
 
 def hostile_copies(copies: int, kinds: set[str] | None = None) -> tuple[dict, list[tuple[str, str, str]], dict,
@@ -188,7 +209,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="honest candidates from this many dataset tasks only, drawn at random (default 0: all)")
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--executor", default="local", help="local (default) or compile-only")
-    ap.add_argument("--budget-ms", type=float, default=1000.0, help="timing budget per candidate (default 1000)")
+    ap.add_argument("--budget-ms", type=float, default=500.0,
+                    help="timing budget per candidate (default 500, as cudaperf eval's)")
+    ap.add_argument("--max-reps", type=int, default=30, help="timed calls per candidate at most (default 30, as eval's)")
+    ap.add_argument("--overlap-judging", action="store_true",
+                    help="HarnessSettings.overlap_judging: the next candidate starts while the previous one is judged")
     ap.add_argument("--max-minutes", type=float, default=None,
                     help="no new candidate starts after this long (both batches together); rerun to go on")
     ap.add_argument("--batches", default="clean,load", help="which batches to run, in order (default clean,load)")
@@ -208,19 +233,20 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--hostile-kinds: unknown {sorted(bad)} (known: {', '.join(suite.KINDS)})")
 
     c_tasks, pool = honest_pool(args.seed, args.max_tasks)
-    if args.clean + args.honest > len(pool):
-        ap.error(f"--clean + --honest = {args.clean + args.honest}: the dataset has {len(pool)} correct variants")
+    if args.clean >= len(pool) or (args.honest and args.clean + 1 > len(pool)):
+        ap.error(f"--clean {args.clean}: the pool has {len(pool)} correct variants, and the load needs some of them")
     h_tasks, hostile, entry_of, left_out = hostile_copies(args.hostile_copies, kinds)
     for why in left_out:
         log(f"left out: {why}")
     clash = set(c_tasks) & set(h_tasks)
     assert not clash, f"task ids in both the dataset and the suite: {sorted(clash)}"
     tasks = {**c_tasks, **h_tasks}
-    load = pool[args.clean:args.clean + args.honest] + hostile
+    load = honest_rows(pool[args.clean:], args.honest) + hostile
     random.Random(args.seed + 1).shuffle(load)
     batches = {"clean": pool[:args.clean], "load": load}
     # as the adversarial GPU table (a hang ends at 10 s a test run), with this run's timing budget
-    settings = HarnessSettings(test_timeout_s=10, timing_timeout_s=60, budget_ms=args.budget_ms)
+    settings = HarnessSettings(test_timeout_s=10, timing_timeout_s=60, budget_ms=args.budget_ms,
+                               max_reps=args.max_reps, overlap_judging=args.overlap_judging)
 
     progress_path = args.out / "progress.json"
     progress = json.loads(progress_path.read_text()) if progress_path.exists() else {}
@@ -247,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         progress_path.write_text(json.dumps(progress, indent=1))
 
     summary = {"gpu": gpu, "executor": args.executor, "seed": args.seed, "budget_ms": args.budget_ms,
+               "max_reps": args.max_reps, "overlap_judging": args.overlap_judging, "max_tasks": args.max_tasks,
+               "honest_distinct": min(args.honest, len(pool) - args.clean),
                "hostile_copies": args.hostile_copies, "left_out": left_out, "batches": {}}
     for name, rows in batches.items():
         path = args.out / f"{name}.jsonl"

@@ -3,6 +3,12 @@ does each turn) against judged one after another with ``evaluate`` (each call pr
 inputs, reference outputs, the sequential baseline).
 
     python benchmarks/refine_round.py --out DIR [--task TASK_ID] [--samples 16] [--timing-budget-ms 500] [--max-reps 30]
+                                      [--arms round,overlap,one_by_one] [--repeats 1]
+
+Arms: ``round`` (the executor as ``cudaperf eval`` runs it), ``overlap`` (the same with
+``HarnessSettings.overlap_judging``: the next candidate starts while the previous one is judged), ``one_by_one``.
+With ``--repeats N`` the executor arms alternate N times (round, overlap, round, overlap, ...), each time with new
+sources, and each arm's rate is over all its repeats.
 
 The 16 answers are the dataset's variants of the task (cycled), each made a new source by a comment, so every one
 goes through nvcc (no cache hit), as model samples would. Both arms get the same 16 sources, each with its own
@@ -46,9 +52,19 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=16)
     ap.add_argument("--timing-budget-ms", type=float, default=500.0)
     ap.add_argument("--max-reps", type=int, default=30, help="as cudaperf eval's default")
-    ap.add_argument("--skip-sequential", action="store_true")
+    ap.add_argument("--skip-sequential", action="store_true", help="same as leaving one_by_one out of --arms")
+    ap.add_argument("--arms", default="round,one_by_one", help="comma-separated: round, overlap, one_by_one")
+    ap.add_argument("--repeats", type=int, default=1, help="times each executor arm runs, alternating")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    wanted = [a.strip() for a in args.arms.split(",") if a.strip()]
+    unknown = set(wanted) - {"round", "overlap", "one_by_one"}
+    if unknown:
+        ap.error(f"--arms: unknown {sorted(unknown)}")
+    if args.skip_sequential and "one_by_one" in wanted:
+        wanted.remove("one_by_one")
+
+    from dataclasses import replace
 
     from cudaperf.env.evaluator import Evaluator
     from cudaperf.harness.evaluate import evaluate
@@ -56,40 +72,49 @@ def main() -> None:
 
     task, codes = _answers(args.task, args.samples)
     settings = HarnessSettings(budget_ms=args.timing_budget_ms, max_reps=args.max_reps)
+    arm_settings = {"round": settings, "overlap": replace(settings, overlap_judging=True)}
 
     def fresh(tag: str) -> list[str]:
         nonce = uuid.uuid4().hex
         return [f"<OUTPUT_CUDA>\n// {tag} {nonce} {i}\n{c}\n</OUTPUT_CUDA>" for i, c in enumerate(codes)]
 
-    arms = {}
-    round_answers = fresh("round")
-    store = args.out / "refine_round_store.jsonl"
-    store.unlink(missing_ok=True)
-    ev = Evaluator([task], store, settings=settings)
-    t0 = time.monotonic()
-    res = ev.evaluate([(task.id, f"s{i}-t0", a) for i, a in enumerate(round_answers)])
-    wall = time.monotonic() - t0
-    arms["round"] = {"wall_s": round(wall, 2), "per_min": round(60 * len(res) / wall, 1),
-                     "correct": sum(r.correct for r in res), "n": len(res),
-                     "speedups": [r.speedup for r in res]}
-    if not args.skip_sequential:
+    def add(name: str, res: list, wall: float) -> None:
+        a = arms.setdefault(name, {"wall_s": 0.0, "n": 0, "correct": 0, "speedups": [], "walls_s": []})
+        a["wall_s"] = round(a["wall_s"] + wall, 2)
+        a["walls_s"].append(round(wall, 2))
+        a["n"] += len(res)
+        a["correct"] += sum(r.correct for r in res)
+        a["speedups"] += [r.speedup for r in res]
+        a["per_min"] = round(60 * a["n"] / a["wall_s"], 1)
+
+    arms: dict[str, dict] = {}
+    for rep in range(max(1, args.repeats)):
+        for name in [a for a in wanted if a in arm_settings]:
+            store = args.out / f"refine_round_store_{name}.jsonl"
+            store.unlink(missing_ok=True)
+            ev = Evaluator([task], store, settings=arm_settings[name])
+            t0 = time.monotonic()
+            res = ev.evaluate([(task.id, f"s{i}-t0", a) for i, a in enumerate(fresh(f"{name} {rep}"))])
+            add(name, res, time.monotonic() - t0)
+    if "one_by_one" in wanted:
         seq = []
         t0 = time.monotonic()
         for i, a in enumerate(fresh("sequential")):
             seq.append(evaluate(task, a, settings=settings, candidate_id=f"seq{i}"))
-        wall = time.monotonic() - t0
-        arms["one_by_one"] = {"wall_s": round(wall, 2), "per_min": round(60 * len(seq) / wall, 1),
-                              "correct": sum(r.correct for r in seq), "n": len(seq),
-                              "speedups": [r.speedup for r in seq]}
+        add("one_by_one", seq, time.monotonic() - t0)
     out = {"task": task.id, "samples": args.samples, "timing_budget_ms": args.timing_budget_ms,
-           "max_reps": args.max_reps, "arms": arms}
-    if "one_by_one" in arms:
+           "max_reps": args.max_reps, "repeats": args.repeats, "arms": arms}
+    if "one_by_one" in arms and "round" in arms:
         out["ratio"] = round(arms["round"]["per_min"] / arms["one_by_one"]["per_min"], 2)
+    if "overlap" in arms and "round" in arms:
+        out["overlap_over_round"] = round(arms["overlap"]["per_min"] / arms["round"]["per_min"], 3)
     (args.out / "refine_round.json").write_text(json.dumps(out, indent=2) + "\n")
     for name, a in arms.items():
         print(f"{name:>11}: {a['n']} candidates ({a['correct']} correct) in {a['wall_s']:.1f} s = {a['per_min']:.1f} /min")
     if "ratio" in out:
         print(f"ratio {out['ratio']}x  task {task.id}")
+    if "overlap_over_round" in out:
+        print(f"overlap / round {out['overlap_over_round']}x  task {task.id}")
 
 
 if __name__ == "__main__":

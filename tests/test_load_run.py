@@ -51,3 +51,14 @@ def test_load_run_decides_what_the_cpu_can_and_resumes(tmp_path, capsys):
     progress = json.loads((tmp_path / "progress.json").read_text())
     assert progress["load"]["calls"] == 2 and progress["load"]["last_call"]["new_scored"] == 0
     assert "left for a rerun" in capsys.readouterr().err
+
+
+def test_honest_rows_reuse_the_pool_as_distinct_sources():
+    tasks, pool = load_run.honest_pool(7, max_tasks=3)
+    assert pool and {t for t, _, _ in pool} <= set(tasks) and len({t for t, _, _ in pool}) == 3
+    rows = load_run.honest_rows(pool, 2 * len(pool) + 1)
+    assert len(rows) == 2 * len(pool) + 1
+    assert len({c for _, c, _ in rows}) == len(rows) and len({text for _, _, text in rows}) == len(rows)
+    assert rows[:len(pool)] == pool  # each variant once first, unchanged
+    assert rows[len(pool)][1] == pool[0][1] + "#1" and rows[len(pool)][2].endswith("</OUTPUT_CUDA>\n")
+    assert load_run.honest_rows(pool, 2) == pool[:2]

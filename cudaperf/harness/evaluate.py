@@ -254,6 +254,10 @@ def evaluate_c_function_group(task: CFunctionTask, items, prepared, settings: Ha
     results = []
     for (cid, code, build), out in outs:
         res = replace(base_result(task, cid, code, settings, gpu_index), stage=Stage.COMPILED, compile=build.info)
+        if isinstance(out, Exception):  # a harness fault of this candidate's run: unscored, the others go on
+            results.append(replace(unscored(res, f"{type(out).__name__}: {out}"),
+                                   durations_s={"compile_s": build.info.seconds, "group_s": time.monotonic() - t0}))
+            continue
         res = c_function_result(res, prepared, out, settings)
         results.append(replace(res, durations_s={"compile_s": build.info.seconds, "run_s": out.run_s,
                                                  "group_s": time.monotonic() - t0, **out.phases_s}))

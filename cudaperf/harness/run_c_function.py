@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from cudaperf.harness.compare import compare_arrays, describe_mismatch
-from cudaperf.harness.compile import BuildOutcome, build_reference
+from cudaperf.harness.compile import BuildOutcome, ToolchainError, build_reference
 from cudaperf.harness.driver import call_seed, driver_source, perturbs_inputs
 from cudaperf.harness import hostload
 from cudaperf.harness.environment import device_for_child
@@ -293,6 +293,8 @@ class CFunctionOutcome:
     run_s: float
     phases_s: dict = field(default_factory=dict)
     """Where the run's time went: tests, waiting for a quiet host, timing windows, the end of the process."""
+    process_span: tuple[float, float] | None = None
+    """When the candidate's process started and ended (``time.monotonic``), as the harness saw it."""
 
 
 def output_bytes(task: CFunctionTask, outputs: CaseOutputs) -> int:
@@ -549,6 +551,10 @@ class CandidateRun:
         self._w: Path | None = None
         self._thread = threading.Thread(target=self._main, daemon=True)
         self._stopped = False
+        self.gone = threading.Event()
+        """Set once the process has ended (and everything it started with it), before its outputs are judged."""
+        self.process_span: tuple[float, float] | None = None
+        """The process's start and end (``time.monotonic``), as the harness saw them."""
         self.phases_s = {"tests_s": 0.0, "quiet_wait_s": 0.0, "windows_s": 0.0, "exit_s": 0.0, "judge_s": 0.0}
         self.host: HostLoad | None = None
         """The host's state around the first timing window (no calibration run: it would lengthen every window)."""
@@ -596,6 +602,8 @@ class CandidateRun:
         except BaseException as exc:  # a harness error: handed to the orchestrating thread
             self._error = exc
             self._events.put(("error", exc))
+        finally:
+            self.gone.set()
 
     def _hold_background(self) -> None:
         """Exclusive timing: the process's own host work (its start and hidden tests, its exit) is background
@@ -719,15 +727,19 @@ class CandidateRun:
             # Each phase has its own limit (tests, every timing window); the process may wait idle between
             # phases while the task's other candidates run, so its own wall-clock limit is only a backstop.
             self._stop_sent = None
+            t_start = time.monotonic()
             run = run_sandboxed(argv, w, env=env, control=self._control,
                                 limits=SandboxLimits(wall_s=_PROCESS_BACKSTOP_S,
                                                      exit_grace_s=self.settings.exit_grace_s))
             t_end = time.monotonic()
+            self.process_span = (t_start, t_end)
+            self.gone.set()  # the process and all it started are gone (run_sandboxed kills what is left)
             if self._stop_sent is not None:
                 self.phases_s["exit_s"] = t_end - self._stop_sent
             out = self._judge(w, run)
             self.phases_s["judge_s"] = time.monotonic() - t_end
-            return replace(out, phases_s={k: round(v, 4) for k, v in self.phases_s.items()})
+            return replace(out, phases_s={k: round(v, 4) for k, v in self.phases_s.items()},
+                           process_span=self.process_span)
 
     def _judge(self, w: Path, run: SandboxRun) -> CFunctionOutcome:
         prepared, task = self.prepared, self.prepared.task
@@ -892,49 +904,77 @@ def baseline_window(prepared: PreparedCFunction, settings: HarnessSettings, wind
     return times
 
 
+HARNESS_FAULTS = (HarnessError, ToolchainError, OSError)
+"""Errors of the harness's own (a sandbox that cannot start, a reference that fails): the candidate's result is
+unscored, never the candidate's failure."""
+
+
 def _run_pipelined(prepared: PreparedCFunction, builds: list[tuple[object, BuildOutcome]],
-                   settings: HarnessSettings, gpu_index: int | None, should_stop) -> list[tuple[object, CFunctionOutcome]]:
-    """One timing window per candidate, candidates in turn, with the end of each candidate's process (its timing
-    outputs, one traced call, context teardown, the harness's judging) overlapping the next one's hidden tests.
-    A candidate is timed only once the previous process is gone, so timing never shares the GPU."""
-    outcomes: list[tuple[object, CFunctionOutcome]] = []
+                   settings: HarnessSettings, gpu_index: int | None, should_stop,
+                   ) -> list[tuple[object, CFunctionOutcome | Exception]]:
+    """One timing window per candidate, candidates in turn, each candidate's end overlapping the next one's start
+    and hidden tests. A candidate is timed only once the previous one is gone and judged, so timing never shares
+    the GPU. With ``settings.pipeline_candidates`` (trusted candidates) the next one starts as soon as the previous
+    one is told to stop, beside the end of its process (its timing outputs, one traced call, context teardown);
+    otherwise (``settings.overlap_judging``) only once the previous process is gone: just the harness's judging
+    overlaps, and no two candidate processes ever exist at once. A harness fault of one candidate is its outcome
+    (an exception, for an unscored result); the others go on."""
+    outcomes: list[tuple[object, CFunctionOutcome | Exception]] = []
     prev: tuple[object, CandidateRun] | None = None
+    wait_gone = not settings.pipeline_candidates
+
+    def end_prev() -> None:
+        nonlocal prev
+        if prev is not None:
+            key, run, prev = prev[0], prev[1], None
+            try:
+                outcomes.append((key, run.finish()))
+            except HARNESS_FAULTS as exc:
+                outcomes.append((key, exc))
+
     try:
         for key, build in builds:
             if should_stop():
                 break
             r = CandidateRun(prepared, build, settings, gpu_index)
             try:
-                r.start()
-            finally:
-                if prev is not None:
-                    outcomes.append((prev[0], prev[1].finish()))
-                    prev = None
-            if r.waiting:
-                r.time_window(TimingWindow.of(settings, 1, first=True))
+                try:
+                    r.start()
+                finally:
+                    end_prev()
+                if r.waiting:
+                    r.time_window(TimingWindow.of(settings, 1, first=True))
+            except HARNESS_FAULTS as exc:
+                r.stop()
+                r.gone.wait()
+                outcomes.append((key, exc))
+                continue
             r.stop()
+            if wait_gone:
+                r.gone.wait()
             prev = (key, r)
     finally:
-        if prev is not None:
-            outcomes.append((prev[0], prev[1].finish()))
+        end_prev()
     return outcomes
 
 
 def run_c_function_group(prepared: PreparedCFunction, builds: list[tuple[object, BuildOutcome]],
                          settings: HarnessSettings, gpu_index: int | None = None, *,
-                         should_stop=lambda: False) -> tuple[list[tuple[object, CFunctionOutcome]], PreparedCFunction]:
+                         should_stop=lambda: False,
+                         ) -> tuple[list[tuple[object, CFunctionOutcome | Exception]], PreparedCFunction]:
     """Evaluate a task's candidates on one GPU.
 
-    With ``settings.timing_rounds`` == 1, candidates run in turn, one timing window each, the end of one process
-    overlapping the next one's tests (:func:`_run_pipelined`). Above 1, timing is interleaved: each candidate's
+    With ``settings.timing_rounds`` == 1, candidates run in turn, one timing window each, the end of one
+    candidate overlapping the next one's tests (:func:`_run_pipelined`; an outcome may be a harness fault's
+    exception there). Above 1, timing is interleaved: each candidate's
     tests run in turn (its process then waits); then ``settings.timing_rounds`` rounds each
     time the sequential baseline for one window and every waiting candidate for one window, in alternating
     order. A candidate's speedup then rests on samples spread over the whole task rather than on one window of
     a fraction of a second, so fluctuations of the host (which dominate run-to-run differences on a shared
     machine) average out, and the baseline is sampled across the same span as the candidates.
 
-    The task's candidates are alive together, so one could disturb another's timing: use this for candidates
-    that do not attack each other (the built-in dataset's), not for a policy's samples.
+    Above 1 round the task's candidates are alive together, so one could disturb another's timing: use it for
+    candidates that do not attack each other (the built-in dataset's), not for a policy's samples.
 
     ``should_stop()``: checked before each candidate starts; those not started are left out of the result.
     Returns the outcomes, in order, and the preparation with the baseline timing of every window.

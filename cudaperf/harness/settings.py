@@ -38,6 +38,11 @@ class HarnessSettings:
     """In a batch, start a task's next candidate (its hidden tests) while the previous one's process ends and is
     judged; timing still waits until the previous process is gone. Two sandboxed processes of the same user then
     coexist briefly, so this too is only for candidates that do not attack each other (the dataset's)."""
+    overlap_judging: bool = False
+    """In a batch, start a task's next C-function candidate as soon as the previous one's process is gone, while
+    the harness still judges the previous one's outputs (comparison, evidence, timing records): no two candidate
+    processes ever exist at once, so this is safe for a policy's samples, unlike ``pipeline_candidates``. The
+    next candidate's timing still waits until the previous one is judged. Off until measured on a GPU."""
     pytorch_runners: int = 4
     """With ``pipeline_candidates``: PyTorch runner processes alive at once per GPU, taking turns on it
     (:mod:`cudaperf.harness.batch_pytorch`). A runner's start-up takes seconds and its GPU turn a fraction of one, so

@@ -189,19 +189,20 @@ def test_babeltower_reference_kernels_pass_their_validated_hidden_tests(tmp_path
     assert n_dropped > 0  # the check did drop some: these are the tasks it is for
 
 
-@pytest.mark.parametrize("rounds,pipelined,exclusive", [(3, False, False), (1, True, False), (3, False, True),
-                                                        (1, True, True)])
-def test_batch_with_grouped_candidates(tmp_path, saxpy, fixtures_dir, rounds, pipelined, exclusive):
-    """A task's candidates evaluated as a group, interleaved (3 timing windows each) or pipelined (one window,
-    the next candidate's tests overlapping the previous one's end), with and without exclusive timing: wrong ones
-    fail at their tests, a hang is cut at its tests' limit, the correct ones are timed in every round with the
-    baseline, and the fast one wins."""
+@pytest.mark.parametrize("rounds,pipelined,exclusive,overlap", [
+    (3, False, False, False), (1, True, False, False), (3, False, True, False), (1, True, True, False),
+    (1, False, False, True)])
+def test_batch_with_grouped_candidates(tmp_path, saxpy, fixtures_dir, rounds, pipelined, exclusive, overlap):
+    """A task's candidates evaluated as a group, interleaved (3 timing windows each), pipelined (one window,
+    the next candidate's tests overlapping the previous one's end) or with only the judging overlapped
+    (``overlap_judging``), with and without exclusive timing: wrong ones fail at their tests, a hang is cut at
+    its tests' limit, the correct ones are timed in every round with the baseline, and the fast one wins."""
     from dataclasses import replace
 
     from cudaperf.harness.executor import Job, run_batch
 
     settings = replace(SETTINGS, timing_rounds=rounds, pipeline_candidates=pipelined, budget_ms=300,
-                       test_timeout_s=10, exclusive_timing=exclusive,
+                       test_timeout_s=10, exclusive_timing=exclusive, overlap_judging=overlap,
                        speedup_estimator="best_window" if rounds > 1 else "median")
     jobs = [Job("saxpy", "fast", _bundled("saxpy", "fast")), Job("saxpy", "slow", _bundled("saxpy", "slow")),
             Job("saxpy", "wrong", _bundled("saxpy", "wrong")),
@@ -227,6 +228,27 @@ def test_batch_with_grouped_candidates(tmp_path, saxpy, fixtures_dir, rounds, pi
     from cudaperf.harness.quiet import HOST
 
     assert HOST.state() == (0, 0, 0) and not HOST.exclusive  # every slot given back
+
+
+def test_overlap_judging_never_runs_two_candidates(saxpy, prepared):
+    """``overlap_judging``: a candidate's process starts only once the previous one's is gone (the harness's judging
+    of it overlaps the next one's start and tests); ``pipeline_candidates`` (trusted candidates) lets them overlap,
+    which shows that the spans can tell. Every honest candidate is timed either way."""
+    from dataclasses import replace
+
+    from cudaperf.harness.evaluate import build_candidate
+    from cudaperf.harness.run_c_function import run_c_function_group
+
+    build = build_candidate(saxpy, _bundled("saxpy", "fast"), SETTINGS)
+    overlaps = {}
+    for mode in ("overlap_judging", "pipeline_candidates"):
+        settings = replace(SETTINGS, budget_ms=200, **{mode: True})
+        outs, _ = run_c_function_group(prepared, [((i,), build) for i in range(5)], settings, 0)
+        assert all(o.correct and o.stage == Stage.TIMED for _, o in outs), [o.failure for _, o in outs]
+        spans = [o.process_span for _, o in outs]
+        overlaps[mode] = [round(prev[1] - nxt[0], 4) for prev, nxt in zip(spans, spans[1:])]
+    assert all(d <= 0 for d in overlaps["overlap_judging"]), overlaps
+    assert any(d > 0 for d in overlaps["pipeline_candidates"]), overlaps
 
 
 def test_batch_with_burst_preparation_on_every_gpu(tmp_path):
