@@ -151,15 +151,17 @@ def test_records_that_do_not_add_up_get_no_credit():
 
 def test_a_traced_timed_call_must_bring_its_outputs_back_from_the_device(saxpy_prep, tmp_path):
     prep = saxpy_prep
-    from cudaperf.harness.run_c_function import output_bytes, traced_evidence
+    from cudaperf.harness.run_c_function import input_bytes, output_bytes, traced_evidence
 
     need = output_bytes(prep.task, prep.expected_timing[1])
     assert need == 4 * prep.timing_cases[1].values["y"].size  # saxpy: y is the output
+    h2d = input_bytes(prep.task, prep.timing_cases[1])
+    assert h2d == 8 * prep.timing_cases[1].values["y"].size  # x and y go to the device
 
     def traced(*recs):
         f = tmp_path / "tstats.txt"
         f.write_text("".join(f"traced window {i} case 1 valid 1 call_ns 5000 kernels {k} kernel_ns 100 memcpy_ns 10 "
-                             f"memset_ns 0 htod_bytes 8 dtoh_bytes {d}\n" for i, (k, d) in enumerate(recs)))
+                             f"memset_ns 0 htod_bytes {h2d} dtoh_bytes {d}\n" for i, (k, d) in enumerate(recs)))
         return _parse_stats(f)
 
     assert traced_evidence(prep, traced((1, need)), 1, SETTINGS) == (1.0, None)
@@ -203,7 +205,7 @@ def test_a_compaction_that_copies_back_only_its_selected_elements_keeps_its_cred
     def traced(dtoh):
         f = tmp_path / "tstats.txt"
         f.write_text(f"traced window 0 case 0 valid 1 call_ns 5000 kernels 3 kernel_ns 900 memcpy_ns 10 "
-                     f"memset_ns 0 htod_bytes 8 dtoh_bytes {dtoh}\n")
+                     f"memset_ns 0 htod_bytes {4 * y.size} dtoh_bytes {dtoh}\n")
         return _parse_stats(f)
 
     honest = count * y.itemsize + 4  # the selected elements and the count
@@ -212,6 +214,30 @@ def test_a_compaction_that_copies_back_only_its_selected_elements_keeps_its_cred
     # an output of zeros only asks for the return value
     zeros = type(exp)(status=0, values={"y": np.zeros_like(y), "return": 0})
     assert output_bytes(prep.task, zeros) == 4
+
+
+def test_a_traced_timed_call_must_take_its_inputs_to_the_device(saxpy_prep, tmp_path):
+    """Outputs computed on the host need no inputs on the device, whatever kernel runs beside them (an idle grid
+    or a spin: adversarial/saxpy_token_grid_copy.cu, saxpy_spin_kernel_host_loop.cu copy none); honest variants
+    copied 0.95 to 1.0 of theirs on the H200 (session 20)."""
+    from cudaperf.harness.run_c_function import input_bytes, input_fraction, output_bytes, traced_evidence
+
+    prep = saxpy_prep
+    h2d, d2h = input_bytes(prep.task, prep.timing_cases[1]), output_bytes(prep.task, prep.expected_timing[1])
+
+    def traced(*htod):
+        f = tmp_path / "tstats.txt"
+        f.write_text("".join(f"traced window {i} case 1 valid 1 call_ns 5000 kernels 1 kernel_ns 100 memcpy_ns 10 "
+                             f"memset_ns 0 htod_bytes {b} dtoh_bytes {d2h}\n" for i, b in enumerate(htod)))
+        return _parse_stats(f)
+
+    assert traced_evidence(prep, traced(h2d), 1, SETTINGS) == (1.0, None)
+    assert traced_evidence(prep, traced(h2d // 2), 1, SETTINGS)[1] is None  # half is enough
+    frac, problem = traced_evidence(prep, traced(h2d, 0), 2, SETTINGS)  # one window with none: no credit
+    assert frac == 1.0 and "0 % of its input bytes to the device" in problem
+    assert input_fraction(prep, traced(h2d, h2d // 4)) == pytest.approx(0.25, abs=0.01)
+    off = HarnessSettings(inputs_to_device_fraction=0.0)
+    assert traced_evidence(prep, traced(0), 1, off) == (1.0, None)
 
 
 def test_host_work_behind_a_token_kernel_falls_below_the_kernel_share_floor():

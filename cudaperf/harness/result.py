@@ -193,6 +193,9 @@ class GpuEvidence:
     """The smallest ratio of bytes copied from the device to the bytes of the outputs: over the traced timed
     calls (one per window, >= ``HarnessSettings.outputs_from_device_fraction`` for credit) once timed, over the
     hidden tests (recorded only) before."""
+    input_bytes_min_fraction: float | None = None
+    """The smallest ratio of bytes copied to the device to the bytes of the input arrays, over the traced timed
+    calls (>= ``HarnessSettings.inputs_to_device_fraction`` for credit); None when the task has no input arrays."""
     timer_check: str | None = None
     """The external clock check of the timing windows: ``in-process span / harness clock`` per window, or why it
     did not apply."""

@@ -309,6 +309,14 @@ def output_bytes(task: CFunctionTask, outputs: CaseOutputs) -> int:
     return int(np.dtype(numpy_dtype(task.returns)).itemsize) if task.returns != "void" else 0
 
 
+def input_bytes(task: CFunctionTask, inputs: CaseInputs) -> int:
+    """The bytes a call must bring to the device: the non-zero elements of its ``in`` and ``inout`` arrays (a zero
+    can be set on the device with a memset)."""
+    roles = {a.name: a.role for a in task.args}
+    return int(sum(np.count_nonzero(a) * a.itemsize for a in (np.asarray(v) for k, v in inputs.values.items()
+                                                                if roles.get(k) in ("in", "inout")) if a.ndim > 0))
+
+
 def _smallest_fraction(pairs) -> float | None:
     """min(device-to-host bytes / output bytes) over ``(dtoh_bytes, output_bytes)`` pairs with output bytes."""
     fracs = [dtoh / need for dtoh, need in pairs if need]
@@ -479,13 +487,27 @@ def traced_evidence(prepared: PreparedCFunction, tstats: _Stats, windows: int,
     worst = _smallest_fraction((rec.get("dtoh_bytes", 0),
                                 output_bytes(prepared.task, prepared.expected_timing[rec["case"]]))
                                for rec in tstats.traced)
+    frac = None if worst is None else round(worst, 4)
     need_frac = settings.outputs_from_device_fraction
     if worst is not None and need_frac > 0 and worst < need_frac:
-        return round(worst, 4), (
+        return frac, (
             f"a timed call copied only {100 * worst:.0f} % of its output bytes from the device: outputs must come "
             "back with cudaMemcpy from device memory (host work behind a token kernel, and outputs written "
             "through mapped or managed memory, get no credit)")
-    return None if worst is None else round(worst, 4), None
+    worst_in = input_fraction(prepared, tstats)
+    need_in = settings.inputs_to_device_fraction
+    if worst_in is not None and need_in > 0 and worst_in < need_in:
+        return frac, (
+            f"a timed call copied only {100 * worst_in:.0f} % of its input bytes to the device: the inputs must go "
+            "to device memory with cudaMemcpy (outputs computed on the host beside a kernel that does not read "
+            "them, and inputs read through mapped or managed memory, get no credit)")
+    return frac, None
+
+
+def input_fraction(prepared: PreparedCFunction, tstats: _Stats) -> float | None:
+    """Over the traced timed calls, the smallest (host-to-device bytes / input bytes); None without input arrays."""
+    return _smallest_fraction((rec.get("htod_bytes", 0), input_bytes(prepared.task, prepared.timing_cases[rec["case"]]))
+                              for rec in tstats.traced)
 
 
 def kernel_share_problem(profile: dict[str, int] | None, settings: HarnessSettings) -> str | None:
@@ -775,7 +797,9 @@ class CandidateRun:
         probe_ok = evidence.source == "cupti"
         frac, problem = (traced_evidence(prepared, tstats, self.windows_tried, self.settings) if probe_ok
                          else (None, None))
-        evidence = replace(evidence, output_bytes_min_fraction=frac)
+        in_frac = input_fraction(prepared, tstats) if probe_ok and len(tstats.traced) == self.windows_tried else None
+        evidence = replace(evidence, output_bytes_min_fraction=frac,
+                           input_bytes_min_fraction=None if in_frac is None else round(in_frac, 4))
         if problem is not None:
             return CFunctionOutcome(Stage.CORRECT, False, Failure(FailureKind.NO_GPU_WORK, problem), tests, p, None,
                                     evidence, run_s)
@@ -807,7 +831,8 @@ class CandidateRun:
                           if prof.get("call_ns") and "kernel_ns" in prof else None),
             gpu_share=(round(sum(prof.get(k, 0) for k in ("kernel_ns", "memcpy_ns", "memset_ns")) / prof["call_ns"], 4)
                        if prof.get("call_ns") else None),
-            output_bytes_min_fraction=evidence.output_bytes_min_fraction, timer_check=evidence.timer_check,
+            output_bytes_min_fraction=evidence.output_bytes_min_fraction,
+            input_bytes_min_fraction=evidence.input_bytes_min_fraction, timer_check=evidence.timer_check,
         )
         if probe_ok and prof.get("kernels", 0) == 0:
             return CFunctionOutcome(Stage.CORRECT, False, Failure(

@@ -80,11 +80,12 @@ Not covered
     handlers can rewrite them, and a program that ends without reporting its tests gets no credit. What does not: code that rewrites the driver's memory (its sample array, its counters, its code
     through ``mprotect`` while ``deny_exec_remap`` is off) can shift time between samples within the harness's
     slack (a quarter of the window plus 10 ms), return stale outputs on timed calls that are not re-checked,
-    or do host work on all but the traced call; a copy of garbage of the outputs' size from the device meets the
-    byte rule, and while the host computes, a kernel that takes GPU time without doing the work (a grid of idle
-    threads, a spin on the clock: ``adversarial/saxpy_token_grid_copy.cu``, ``saxpy_spin_kernel_host_loop.cu``)
-    meets the kernel-share floor (``HarnessSettings.min_kernel_share``, which stops a token kernel such as
-    ``trust/token_kernel_full_copy.cu``); inputs whose distributions are structured (permutations, offsets,
+    or do host work on all but the traced call; useless copies of the inputs' size to the device and of the
+    outputs' size back meet the input and byte rules, and while the host computes, a kernel that takes GPU time
+    without doing the work (a grid of idle threads, a spin on the clock:
+    ``adversarial/saxpy_token_grid_copy_both_ways.cu``) meets the kernel-share floor
+    (``HarnessSettings.min_kernel_share``, which stops a token kernel such as ``trust/token_kernel_full_copy.cu``);
+    inputs whose distributions are structured (permutations, offsets,
     sorted, aranges, constants) are not perturbed;
   * the PyTorch runner also shares its process (and, for ``ModelNew``, its interpreter) with the candidate. What
     stands: the static checks, the fast path's symbol check (no vendor library, ATen, module loader or Python C

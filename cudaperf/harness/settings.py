@@ -103,6 +103,14 @@ class HarnessSettings:
     not all: an honest candidate may copy back only the part of an in/out array it changed (a stencil's
     interior). 0 switches the byte rule off (outputs written through
     mapped or managed memory then pass; so does host work behind a token kernel)."""
+    inputs_to_device_fraction: float = 0.5
+    """The same traced timed call must also copy at least this fraction of its input arrays' bytes (``in`` and
+    ``inout``, their non-zero elements: ``run_c_function.input_bytes``) to the device: outputs computed on the
+    host need no inputs on the device, whatever kernel runs beside them (an idle grid, a spin on the clock:
+    ``adversarial/saxpy_token_grid_copy.cu``, ``saxpy_spin_kernel_host_loop.cu``, credited at the host loop's
+    speed before session 20). On the H200 (session 20's clean batch) the 66 honest, correct dataset variants with
+    input arrays copied 0.95 to 1.0 of them. What it would refuse: inputs read through mapped or managed memory,
+    and an early-exit search that stops copying once found. 0 switches it off."""
     min_kernel_share: float = 0.0002
     """Evidence that the GPU did a C function's work, not only that its outputs came from the device: in the call
     traced after timing (at the timing size, CUPTI in the driver), the kernels' GPU time must be at least this
