@@ -66,6 +66,7 @@ def _fixture(saxpy, prepared, name):
 def test_honest_candidate_keeps_its_credit_and_records_the_evidence(honest):
     ev = honest.gpu_evidence
     assert ev.output_bytes_min_fraction is not None and ev.output_bytes_min_fraction >= 1.0
+    assert ev.input_bytes_min_fraction is not None and ev.input_bytes_min_fraction >= 1.0
     assert ev.timer_check and ev.timer_check.startswith("span/clock ")
     assert ev.call_ms and ev.call_ms > 0 and 0 < ev.kernel_share <= 1 and 0 < ev.gpu_share
 
@@ -104,11 +105,19 @@ def test_outputs_not_copied_from_the_device_get_no_credit(saxpy, prepared, name)
 
 
 def test_host_work_behind_a_full_size_copy_falls_below_the_kernel_share_floor(saxpy, prepared, honest):
-    """The byte rule is met by a useless copy; what tells this candidate apart is the kernels' share of the call
-    traced after timing: below ``min_kernel_share`` (0.0002; on the H200 the honest dataset variants had 0.0010 and
-    more, the honest saxpy 0.0025, this candidate below 0.00005) it gets no_gpu_work, with the shares it was judged
-    on kept in the result. (Credited at 0.16x to 0.23x before session 19.)"""
+    """The byte rule is met by a useless copy; the input rule (session 20) stops it first: none of its inputs go
+    to the device. With that rule off, what still tells it apart is the kernels' share of the call traced after
+    timing: below ``min_kernel_share`` (0.0001; on the H200 the honest dataset variants had 0.0004 and more, the
+    honest saxpy 0.0025, this candidate below 0.00005) it gets no_gpu_work, with the shares it was judged on kept
+    in the result. (Credited at 0.16x to 0.23x before session 19.)"""
+    from dataclasses import replace
+
     r = _fixture(saxpy, prepared, "token_kernel_full_copy.cu")
+    assert r.status == "scored" and not r.correct and r.speedup is None
+    assert r.stage == Stage.CORRECT and r.failure.kind == FailureKind.NO_GPU_WORK, r.failure
+    assert "of its input bytes to the device" in r.failure.message, r.failure
+    src = (TRUST / "token_kernel_full_copy.cu").read_text()
+    r = evaluate(saxpy, src, settings=replace(SETTINGS, inputs_to_device_fraction=0.0), prepared=prepared)
     assert r.status == "scored" and not r.correct and r.speedup is None
     assert r.stage == Stage.CORRECT and r.failure.kind == FailureKind.NO_GPU_WORK, r.failure
     assert "computed on the host" in r.failure.message and "min_kernel_share" in r.failure.message
