@@ -229,7 +229,8 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
                 state["evidence"] = _read_json(w / "evidence.json", {})
                 mark("recheck_s")
 
-        limits = SandboxLimits(wall_s=tests_limit + settings.timing_timeout_s + 60, max_processes=4096)
+        limits = SandboxLimits(wall_s=tests_limit + settings.timing_timeout_s + 60, max_processes=4096,
+                               exit_grace_s=settings.pytorch_exit_grace_s)
         t0 = time.monotonic()
         run = run_sandboxed([py, "torch_runner.py", CTL_FD], w, env=scrubbed_env(w, extra), limits=limits,
                             control=control, pass_fds=(in_fd, outputs.fd))
@@ -249,6 +250,9 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
         passed, failure = state["verdict"]
         if failure is not None:
             return PyTorchOutcome(Stage.RAN, False, failure, passed, n, None, None, run_s)
+        if run.exit_overrun:  # its records were read, but it would not end (code of its own at exit): no credit
+            return PyTorchOutcome(Stage.CORRECT, False, Failure(FailureKind.TIMEOUT, f"the runner {run.describe()}; "
+                                                                "killed"), passed, n, None, None, run_s)
         if not state.get("timed"):
             if not settings.time_candidates:
                 return PyTorchOutcome(Stage.CORRECT, True, None, passed, n, None, None, run_s)

@@ -71,6 +71,10 @@ class HarnessSettings:
     test_timeout_s: float = 60.0
     """Wall-clock limit for the candidate's test run (all hidden tests)."""
     timing_timeout_s: float = 180.0
+    pytorch_exit_grace_s: float = 30.0
+    """The same for a PyTorch runner, once the harness has its last record (an ``atexit`` handler or a
+    ``__del__`` of the candidate's module runs at the interpreter's exit; the exit itself took 1.4 s for
+    KernelBench's 6.4 GB ``19_ReLU`` on the H200): past it, killed, ``timeout``, no credit."""
     exit_grace_s: float = 10.0
     """A C function's process, once the harness has read its last record and told it to stop, has this long to
     end (its CUDA context's teardown takes a fraction of a second); past it, it is killed and gets no credit
