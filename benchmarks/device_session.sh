@@ -63,7 +63,8 @@
 #   overlap-bench benchmarks/refine_round.py: 16 samples of one C task through the executor, with and without
 #                 HarnessSettings.overlap_judging, alternating REPEATS (default 3) times, side by side
 #   tests-s20     the GPU tests written in session 20: device memory left between runs, overlap_judging's process
-#                 spans and its batch case, the adversarial entries of session 20 (a destructor spinning at exit)
+#                 spans and its batch case, the adversarial entries session 20 added or changed (hangs at exit,
+#                 host work beside useless kernels: the input rule) and the trust tests
 # Then, on the CPU machine: `cudaperf dataset ingest STORE.jsonl.gz ...`, in run order (runs named after their stores).
 set -u
 step=${1:?usage: device_session.sh STEP (see the header)}
@@ -211,7 +212,8 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
         timeout "${TEST_LIMIT:-400}" python -m pytest -v -m gpu tests/gpu/test_gpu_sandbox.py \
           "tests/gpu/test_gpu_harness.py::test_overlap_judging_never_runs_two_candidates" \
           "tests/gpu/test_gpu_harness.py::test_batch_with_grouped_candidates" \
-          "tests/gpu/test_gpu_adversarial.py" -k "sandbox or overlap or grouped or destructor" \
+          tests/gpu/test_gpu_trust.py "tests/gpu/test_gpu_adversarial.py" \
+          -k "sandbox or overlap or grouped or destructor or token or spin or host_final or host_merge or atexit or trust" \
           -p no:cacheprovider --durations=0 > "$OUT/gpu_tests_s20.log" 2>&1
         echo "rc=$?" >> "$OUT/gpu_tests_s20.log"; tail -c 2500 "$OUT/gpu_tests_s20.log" ;;
       bt-full)
