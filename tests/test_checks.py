@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cudaperf.harness.extract import extract_code
 from cudaperf.harness.static_checks import check_source, check_symbols, strip_comments_and_strings
 from cudaperf.tasks import builtin_candidates
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 KERNEL = "__global__ void k(float* y) { y[threadIdx.x] = 1; }\nextern \"C\" void f(float* y) { k<<<1, 32>>>(y); }\n"
 
@@ -132,6 +136,26 @@ def test_symbol_check():
     assert len(reasons) == 3
     assert "clock_gettime" in reasons[0] and "cudaDeviceSynchronize" in reasons[1] and "__cudart_state" in reasons[2]
     assert not any("my_global" in r for r in reasons)  # an ordinary host global is fine
+    # session 20: a weak object (an assembler label on code bytes in .text) named like a library function the
+    # driver calls stood in for it (fprintf, fclose: forged records); a prefix of _init/_fini is no longer a pass
+    weak = check_symbols("0000 V fprintf\n0000 u fclose\n0000 V _ZTV4Base\n0000 T _init_cp_extra\n", {"saxpy"})
+    assert len(weak) == 3 and "fprintf" in weak[0] and "fclose" in weak[1] and "_init_cp_extra" in weak[2]
+    assert "weak global object" in weak[0]
+
+
+def test_a_weak_object_named_like_a_library_function_fails_the_build():
+    """The candidate of session 20's hostile review: a weak object in .text named fprintf by an assembler label,
+    jumping to the candidate's own fprintf, which rewrote the driver's evidence records."""
+    from cudaperf.harness.evaluate import build_candidate, check_candidate
+    from cudaperf.harness.settings import HarnessSettings
+    from cudaperf.tasks import find_task, load_builtin_tasks
+
+    task = find_task(load_builtin_tasks(), "saxpy")
+    src = (FIXTURES / "adversarial" / "saxpy_weak_object_fprintf.cu").read_text()
+    checked = check_candidate(task, src, "weak", HarnessSettings())
+    assert checked.result is None, checked.result.failure  # the text checks let it through: the symbol check stops it
+    build = build_candidate(task, checked.code, HarnessSettings())
+    assert build.stage == "symbols" and any("'fprintf'" in r for r in build.reasons), (build.stage, build.reasons)
 
 
 @pytest.mark.parametrize("src", [

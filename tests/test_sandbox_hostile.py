@@ -170,6 +170,58 @@ def test_writes_to_tmp_and_shm_do_not_outlive_the_run(programs):
     assert _lines(second.stdout, "READ") == [], second.stdout
 
 
+def test_a_link_or_fifo_in_place_of_the_output_files_reads_nothing_of_the_host(programs, planted):
+    """The harness reads a run's stdout and stderr back through its own descriptors, and the records it reads by
+    name (``open_untrusted``) only when they are regular files: a symbolic link to a host file in their place reads
+    nothing of it, a FIFO blocks nothing (session 20's hostile review read a root-only host file into a failure
+    message, and hung ``run_sandboxed`` on a FIFO)."""
+    import time
+
+    from cudaperf.tasks.inputs import open_untrusted, read_untrusted_text
+
+    secret, paths = planted
+    host_file = paths[1]  # in the harness's temporary directory, world-readable
+    r = run(programs, "workdir_tricks", "link-stderr", str(host_file))
+    assert r.returncode == 1 and secret not in r.stderr and secret not in r.stdout
+    t0 = time.monotonic()
+    r = run(programs, "workdir_tricks", "fifo-stdout", wall_s=10)
+    assert r.returncode == 1 and time.monotonic() - t0 < 10 and r.stdout == ""
+    with Workdir() as w:  # a record the harness reads by name
+        r = run(programs, "workdir_tricks", "link-file", "tstats.txt", str(host_file), workdir=w)
+        assert r.ok and (w / "tstats.txt").is_symlink()
+        with pytest.raises(OSError):
+            open_untrusted(w / "tstats.txt")
+        with pytest.raises(OSError):
+            read_untrusted_text(w / "tstats.txt")
+        os.mkfifo(w / "out.bin")
+        with pytest.raises(OSError):  # would block without O_NONBLOCK
+            open_untrusted(w / "out.bin")
+        (w / "ok.txt").write_text("fine")
+        assert read_untrusted_text(w / "ok.txt") == "fine" and read_untrusted_text(w / "missing.txt") == ""
+
+
+def test_a_deep_tree_in_the_working_directory_is_removed_with_it(programs):
+    """``Workdir`` removes what a run left however deep (``shutil.rmtree`` recursed past Python's limit at 1,500
+    levels, raised ``RecursionError`` into the harness and left the tree on the host)."""
+    with Workdir() as w:
+        r = run(programs, "workdir_tricks", "deep", "1500", workdir=w)
+        assert r.ok and _lines(r.stdout, "DEEP") == ["DEEP 1500"], r.stdout
+        path = w
+    assert not path.exists()
+
+
+def test_files_held_open_after_unlinking_count_towards_the_disk_cap(programs):
+    """A file unlinked while the program keeps it open (or made with ``O_TMPFILE``) holds the disk, though no
+    listing of the working directory finds it: the watch counts the run's open and mapped files with no name.
+    The control with names is ended the same way."""
+    for mode in ("named", "hidden"):
+        r = run(programs, "workdir_tricks", mode, "8", "32", disk_bytes=96 * MiB, wall_s=60)
+        assert r.limit and "disk limit" in r.limit, (mode, r.describe(), r.stdout)
+        assert r.wall_s < 20, (mode, r.wall_s)  # ended before its 20 s sleep was over
+    r = run(programs, "workdir_tricks", "hidden", "2", "16", disk_bytes=96 * MiB, wall_s=60)  # within the cap
+    assert r.limit is None
+
+
 def test_ipc_objects_do_not_outlive_the_run(programs):
     """System V shared memory, message queues and semaphores, and POSIX message queues live in the kernel's IPC
     namespace, which no file system hides: a run leaves them under a key, and the next evaluation must not find
@@ -331,7 +383,7 @@ def test_the_candidate_profile_denies_new_processes_and_programs_but_not_threads
 
 ESCAPES = ["ptrace", "process_vm_readv", "process_vm_writev", "unshare_user", "unshare_user_mount", "clone_newuser",
            "setns", "mount", "umount", "chroot", "perf_event_open", "bpf", "keyctl", "add_key", "personality",
-           "io_uring_setup", "userfaultfd", "kexec_load", "init_module", "clone3"]
+           "io_uring_setup", "userfaultfd", "kexec_load", "init_module", "seccomp", "prctl_seccomp", "clone3"]
 
 
 @needs_seccomp

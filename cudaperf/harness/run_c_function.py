@@ -31,7 +31,8 @@ from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, SandboxRun
                                       run_sandboxed, scrubbed_env)
 from cudaperf.harness.quiet import HOST, BackgroundSlot
 from cudaperf.harness.settings import HarnessSettings
-from cudaperf.tasks.inputs import CaseInputs, CaseOutputs, OutputFormatError, generate_case, read_outputs, write_inputs
+from cudaperf.tasks.inputs import (CaseInputs, CaseOutputs, OutputFormatError, generate_case, open_untrusted,
+                                   read_outputs, read_untrusted_text, write_inputs)
 from cudaperf.tasks.schema import CFunctionTask, is_float_type, numpy_dtype
 
 
@@ -232,7 +233,10 @@ def _trusted(stats: _Stats, ready: str | None) -> _Stats:
 
 
 def _parse_stats(path: Path) -> _Stats:
-    return _parse_text(path.read_text(errors="replace") if path.exists() else "")
+    try:
+        return _parse_text(read_untrusted_text(path))
+    except OSError:  # not a regular file: the candidate's doing, read as nothing
+        return _parse_text("")
 
 
 def _parse_text(text: str) -> _Stats:
@@ -369,7 +373,7 @@ def _judge_tests(prepared: PreparedCFunction, w: Path, run: SandboxRun | None,
             "harness"), GpuEvidence(source="none", kernels_in_tests=0, kernels_in_timed_call=None), Stage.COMPILED)
     try:
         outs = read_outputs(w / "out.bin", task, len(prepared.test_cases)) if (w / "out.bin").exists() else []
-    except OutputFormatError as exc:
+    except (OutputFormatError, OSError) as exc:  # malformed, or not a regular file: the candidate's doing
         outs = []
         failure_fmt: str | None = str(exc)
     else:
@@ -700,7 +704,7 @@ class CandidateRun:
     def _read_record(self, name: str) -> bytes:
         assert self._w is not None
         try:
-            with open(self._w / name, "rb") as fh:
+            with open_untrusted(self._w / name) as fh:
                 return fh.read(64 << 20)
         except OSError:
             return b""

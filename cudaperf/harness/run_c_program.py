@@ -158,10 +158,16 @@ def _context_check(settings: HarnessSettings, gpu_index: int | None) -> tuple[in
 
 
 def _parse_probe(path: Path) -> dict:
+    from cudaperf.tasks.inputs import read_untrusted_text
+
     if not path.exists():
         return {"absent": True}
     out: dict = {}
-    for line in path.read_text(errors="replace").splitlines():
+    try:
+        text = read_untrusted_text(path)
+    except OSError:  # a link or a FIFO in its place: no record
+        return {"absent": True}
+    for line in text.splitlines():
         parts = line.split()
         if parts and parts[0] == "init":
             out["init"] = True

@@ -313,8 +313,11 @@ def timing_floor_failure(samples_ms, device_us, settings: HarnessSettings) -> st
 
 
 def _read_json(path: Path, default):
+    from cudaperf.tasks.inputs import read_untrusted_text
+
     try:
-        return json.loads(path.read_text()[:10_000_000])
+        text = read_untrusted_text(path, 10_000_000)
+        return json.loads(text) if text else default
     except (OSError, ValueError):
         return default
 

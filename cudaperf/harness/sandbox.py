@@ -142,6 +142,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from cudaperf.tasks.inputs import open_untrusted, read_untrusted_text  # noqa: F401 (for the harness's readers)
+
 NOBODY_UID = 65534
 NOBODY_GID = 65534
 GiB = 1 << 30
@@ -981,20 +983,64 @@ def _disk_usage(root: Path, max_entries: int = 200_000) -> tuple[int, int]:
     return total, n
 
 
-class _Watch(threading.Thread):
-    """Ends a run that passes a limit no kernel enforces for it: the disk cap of its working directory, and the
-    cgroup's process cap (which the kernel enforces by failing forks: the run is ended at the first)."""
+def _unlinked_bytes(pids: Sequence[int], dev: int) -> int:
+    """Bytes held on device ``dev`` by files the processes ``pids`` keep open or mapped after their names are gone
+    (unlinked, or made with ``O_TMPFILE``): no directory listing finds them, and they hold the disk as long as the
+    program runs."""
+    import stat as _stat
 
-    def __init__(self, workdir: Path, limits: SandboxLimits, cg: _RunCgroup | None, kill: Callable[[], None]):
+    seen: set[int] = set()
+    total = 0
+    for pid in pids:
+        for sub in ("fd", "map_files"):
+            d = f"/proc/{pid}/{sub}"
+            try:
+                names = os.listdir(d)
+            except OSError:
+                continue
+            for name in names:
+                try:
+                    st = os.stat(f"{d}/{name}")
+                except OSError:
+                    continue
+                if st.st_nlink == 0 and st.st_dev == dev and _stat.S_ISREG(st.st_mode) and st.st_ino not in seen:
+                    seen.add(st.st_ino)
+                    total += st.st_blocks * 512
+    return total
+
+
+def _group_pids(pgid: int) -> list[int]:
+    """The processes of a process group, from /proc (where the run has no cgroup)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                fields = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                out.append(int(d))
+    return out
+
+
+class _Watch(threading.Thread):
+    """Ends a run that passes a limit no kernel enforces for it: the disk cap of its working directory (its files,
+    and those it keeps open or mapped after unlinking them), and the cgroup's process cap (which the kernel
+    enforces by failing forks: the run is ended at the first)."""
+
+    def __init__(self, workdir: Path, limits: SandboxLimits, cg: _RunCgroup | None, kill: Callable[[], None],
+                 pids: Callable[[], Sequence[int]] = lambda: ()):
         super().__init__(daemon=True, name="cudaperf-sandbox-watch")
-        self.workdir, self.limits, self.cg, self.kill = workdir, limits, cg, kill
+        self.workdir, self.limits, self.cg, self.kill, self.pids = workdir, limits, cg, kill, pids
         self.stop = threading.Event()
         self.limit: str | None = None
         self.base, _ = _disk_usage(workdir)
+        self.dev = os.stat(workdir).st_dev
 
     def run(self) -> None:
         while not self.stop.wait(0.2):
             used, entries = _disk_usage(self.workdir)
+            used += _unlinked_bytes(self.pids(), self.dev)
             if used - self.base > self.limits.disk_bytes or entries > 200_000:
                 self.limit = (f"its files in its working directory passed the {_fmt_bytes(self.limits.disk_bytes)} "
                               "disk limit" if entries <= 200_000 else
@@ -1076,7 +1122,9 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
 
     start = time.monotonic()
     watch: _Watch | None = None
-    with open(out_path, "wb") as out_fh, open(err_path, "wb") as err_fh:
+    # Read back through these descriptors, not the paths: the program may unlink ".stdout" and put a symbolic link
+    # to a host file or a FIFO in its place (the harness, often root, would read the file or block on the FIFO).
+    with open(out_path, "w+b") as out_fh, open(err_path, "w+b") as err_fh:
         stdin = open(stdin_path, "rb") if stdin_path else (subprocess.PIPE if control else subprocess.DEVNULL)
         try:
             proc = subprocess.Popen(
@@ -1116,7 +1164,8 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
             if run_cg is not None:
                 run_cg.kill_all()
 
-        watch = _Watch(workdir, limits, run_cg, kill_all)
+        watch = _Watch(workdir, limits, run_cg, kill_all,
+                       run_cg.pids if run_cg is not None else (lambda: _group_pids(proc.pid)))
         watch.start()
         ended = threading.Event()
         observer = None
@@ -1167,6 +1216,8 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
             if timed_out:
                 proc.wait()
             watch.join()
+        stdout, out_trunc = _read_prefix(out_fh, limits.capture_bytes)
+        stderr, err_trunc = _read_prefix(err_fh, limits.capture_bytes)
     if ctl is not None and ctl.killed:
         timed_out, rc = True, None
     wall = time.monotonic() - start
@@ -1191,8 +1242,6 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
                  "running at exit)")
     if limit is not None:
         timed_out = False  # the limit ended it, not the clock (a kill by the limit may land at the deadline)
-    stdout, out_trunc = _read_prefix(out_path, limits.capture_bytes)
-    stderr, err_trunc = _read_prefix(err_path, limits.capture_bytes)
     # unshare reports a child killed by signal N as exit status 128+N; map it back to -N like subprocess does.
     if level != "session" and rc is not None and rc > 128 and rc - 128 in {s.value for s in signal.Signals}:
         rc = -(rc - 128)
@@ -1237,13 +1286,22 @@ def _read_report(fd: int, limits: SandboxLimits) -> tuple[str | None, str | None
     return limit, setup
 
 
-def _read_prefix(path: Path, limit: int) -> tuple[str, bool]:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
-    except FileNotFoundError:
-        return "", False
+def _read_prefix(fh, limit: int) -> tuple[str, bool]:
+    """The first ``limit`` bytes the program wrote to the file behind ``fh`` (the harness's own descriptor)."""
+    fh.seek(0)
+    data = fh.read(limit + 1)
     return data[:limit].decode("utf-8", errors="replace"), len(data) > limit
+
+
+def remove_tree(path: Path | str) -> None:
+    """Remove a working directory a sandboxed program wrote into, however deep its tree (``shutil.rmtree`` recurses
+    in Python 3.11 and a program can nest thousands of directories; ``rm -rf`` walks it without recursion)."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        pass
+    if os.path.lexists(path):
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], capture_output=True, timeout=600)
 
 
 CTL_FD = "@CTL_FD@"
@@ -1345,4 +1403,4 @@ class Workdir:
 
     def __exit__(self, *exc) -> None:
         if not self.keep:
-            shutil.rmtree(self.path, ignore_errors=True)
+            remove_tree(self.path)

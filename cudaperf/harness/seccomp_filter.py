@@ -15,7 +15,8 @@ call:
     ``userfaultfd``, the ``io_uring`` calls (they do file and network I/O that a filter cannot see);
     ``keyctl``/``add_key``/``request_key``; ``open_by_handle_at``/``name_to_handle_at``; ``iopl``/``ioperm``;
     the clock and host-name setters (``settimeofday``, ``clock_settime``, ``clock_adjtime``, ``adjtimex``,
-    ``sethostname``, ``setdomainname``), ``syslog``, ``vhangup``, ``uselib``, ``lookup_dcookie``; and
+    ``sethostname``, ``setdomainname``), ``syslog``, ``vhangup``, ``uselib``, ``lookup_dcookie``; filters of the
+    program's own (``seccomp``, ``prctl(PR_SET_SECCOMP)``: one could trap the driver's clock call and forge it); and
     ``personality`` with any value but the query ``0xffffffff`` (no ``ADDR_NO_RANDOMIZE``, ``READ_IMPLIES_EXEC``).
 
 ``candidate``
@@ -54,9 +55,10 @@ DENIED_ALWAYS = (
     "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
     "keyctl", "add_key", "request_key", "open_by_handle_at", "name_to_handle_at", "iopl", "ioperm",
     "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname", "setdomainname", "syslog",
-    "vhangup", "uselib", "lookup_dcookie",
+    "vhangup", "uselib", "lookup_dcookie", "seccomp",
 )
-"""Denied (EPERM) in every profile."""
+"""Denied (EPERM) in every profile. ``seccomp`` (and ``prctl(PR_SET_SECCOMP)``, below): a filter of the program's
+own could trap the driver's clock system call and answer it with a forged time (session 20's hostile review)."""
 
 DENIED_CANDIDATE = ("fork", "vfork", "execveat")
 """Denied (EPERM) in the candidate profile, besides ``clone`` of a process and ``execve`` of any other path."""
@@ -67,6 +69,7 @@ CLONE_NAMESPACES = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 
 """CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME."""
 PROT_WRITE, PROT_EXEC = 0x2, 0x4
 PERSONALITY_QUERY = 0xFFFFFFFF
+PR_SET_SECCOMP = 22
 
 
 def available() -> str | None:
@@ -93,6 +96,7 @@ def _build(profile: str, exec_addr: int | None, deny_exec_remap: bool):
         f.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # its flags sit in memory a filter cannot read
     f.add_rule(eperm, "personality", sc.Arg(0, sc.NE, PERSONALITY_QUERY))  # libseccomp: one test per argument
+    f.add_rule(eperm, "prctl", sc.Arg(0, sc.EQ, PR_SET_SECCOMP))
     if profile == "candidate":
         for name in DENIED_CANDIDATE:
             _deny(f, eperm, name)

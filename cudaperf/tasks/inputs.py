@@ -126,9 +126,43 @@ class OutputFormatError(ValueError):
     """The outputs file is truncated or malformed."""
 
 
+def open_untrusted(path, limit: int | None = None):
+    """Open, for reading, a file that a sandboxed program could have written or replaced: no symbolic link is
+    followed and only a regular file is opened, without blocking (a FIFO would hang the reader, a link to a host
+    file would read that file into a result). ``limit``: the most bytes the file may hold, else ``OSError``.
+    Returns a binary file object."""
+    import errno
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"{os.path.basename(path)} is not a regular file")
+        if limit is not None and st.st_size > limit:
+            raise OSError(errno.EFBIG, f"{os.path.basename(path)} holds {st.st_size} bytes, more than {limit}")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_untrusted_text(path, limit: int = 64 << 20) -> str:
+    """The first ``limit`` bytes of such a file as text ("" when it does not exist); ``OSError`` when it is not a
+    regular file."""
+    try:
+        with open_untrusted(path) as fh:
+            return fh.read(limit).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
 def read_outputs(path, task: CFunctionTask, n_cases: int) -> list[CaseOutputs]:
-    """Parse the driver's outputs file. Missing trailing cases are simply absent from the list."""
-    data = open(path, "rb").read()
+    """Parse the driver's outputs file. Missing trailing cases are simply absent from the list. The file may be the
+    candidate's doing: a link or a FIFO in its place is ``OSError`` (:func:`open_untrusted`)."""
+    with open_untrusted(path) as fh:
+        data = fh.read()
     if data[:4] != MAGIC_OUT:
         raise OutputFormatError("outputs file has no header")
     (count,) = struct.unpack_from("<I", data, 4)
