@@ -287,6 +287,14 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
         return PyTorchOutcome(Stage.CORRECT, False, Failure(
             FailureKind.NO_GPU_WORK, f"none of the candidate's kernels ({', '.join(sorted(own))}) ran in a profiled "
             f"call; the GPU ran: {', '.join(kernels[:5]) or 'nothing'}"), passed, n, None, kernels, run_s)
+    foreign = foreign_compute_problem(evidence.get("kernel_us"), own, settings)
+    if foreign is not None:
+        return PyTorchOutcome(Stage.CORRECT, False, Failure(FailureKind.NO_GPU_WORK, foreign), passed, n, None,
+                              kernels, run_s)
+    flags = flags_problem(evidence.get("flags_pinned"), evidence.get("flags"))
+    if flags is not None:
+        return PyTorchOutcome(Stage.CORRECT, False, Failure(FailureKind.NO_GPU_WORK, flags), passed, n, None,
+                              kernels, run_s)
     if not samples:
         return PyTorchOutcome(Stage.CORRECT, False, Failure(FailureKind.CRASH, "timing produced no samples"), passed,
                               n, None, kernels, run_s)
@@ -296,6 +304,48 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
         return PyTorchOutcome(Stage.CORRECT, False, Failure(FailureKind.TIMER_MISMATCH, floor), passed, n, None,
                               kernels, run_s)
     return PyTorchOutcome(Stage.TIMED, True, None, passed, n, TimingStats.from_samples_ms(samples), kernels, run_s)
+
+
+MOVEMENT_KERNELS = ("Memcpy", "Memset", "direct_copy_kernel", "CatArrayBatchedCopy", "FillFunctor", "fill_kernel")
+"""Kernel names (substrings) of data movement and fills, which any candidate may leave to torch (``.contiguous()``,
+``torch.zeros``, ``torch.cat``): not counted as the library's compute."""
+
+
+def foreign_compute_problem(kernel_us: dict | None, own: set[str], settings: HarnessSettings) -> str | None:
+    """The profiled call's GPU time by kernel (the runner's ``evidence.json``) against the candidate's own kernel
+    names: what is wrong when kernels that are not the candidate's (cuBLAS, cuDNN, ATen compute) carry more than
+    ``settings.max_foreign_compute_share`` of its compute time (copies and fills aside), else None. Nothing is
+    ruled on without the figures or with the share at 1."""
+    if not kernel_us or settings.max_foreign_compute_share >= 1:
+        return None
+
+    def mine(name: str) -> bool:
+        return any(re.match(rf"(?:void )?{re.escape(k)}\b", name) for k in own)
+
+    compute = {k: float(v) for k, v in kernel_us.items() if not any(m in k for m in MOVEMENT_KERNELS)}
+    total = sum(compute.values())
+    foreign = {k: v for k, v in compute.items() if not mine(k)}
+    share = sum(foreign.values()) / total if total > 0 else 0.0
+    if share <= settings.max_foreign_compute_share:
+        return None
+    top = sorted(foreign.items(), key=lambda kv: -kv[1])[:3]
+    names = "; ".join(f"{k[:80]} ({v:.0f} us)" for k, v in top)
+    return (f"kernels that are not the candidate's carried {100 * share:.0f} % of the profiled call's GPU compute "
+            f"(more than {100 * settings.max_foreign_compute_share:.0f} %, HarnessSettings.max_foreign_compute_share): "
+            f"{names}; a library did the work, no credit")
+
+
+def flags_problem(pinned: dict | None, after: dict | None) -> str | None:
+    """The precision settings the runner read after pinning them (TF32 off, float32 matmul precision ``highest``),
+    before any candidate code, against those it read after the candidate's last call: what changed, else None
+    (also without both records)."""
+    if not pinned or after is None:
+        return None
+    changed = [f"{k}: {pinned[k]!r} -> {after.get(k, 'absent')!r}" for k in pinned if after.get(k) != pinned[k]]
+    if not changed:
+        return None
+    return (f"the candidate changed the pinned precision settings ({'; '.join(changed)}): TF32 or reduced-precision "
+            "matmuls are not its kernels' work, no credit")
 
 
 def timing_floor_failure(samples_ms, device_us, settings: HarnessSettings) -> str | None:

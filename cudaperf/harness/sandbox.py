@@ -63,6 +63,12 @@ Covered
   harness fault: it happens before the program runs, so a program cannot cause it).
 
 Not covered
+  * code of the candidate's outside the call that the text checks miss (``.init_array`` entries, attribute
+    spellings such as ``[[gnu::constructor]]``, ``ifunc``; host threads through ``std::thread`` after ``using
+    namespace std``, ``timer_create``, ``thrd_create``, which can also do host work in parallel inside the call);
+    ``RLIMIT_NPROC`` is shared by every run of the sandbox user, so one run can starve a concurrent one of
+    threads; the launcher's pinned ``execve`` address answers EFAULT where any other gets EPERM (an oracle that
+    takes about 10^4 core-seconds to search): found by session 20's hostile review, open;
   * device memory a run leaves behind: the driver, not the sandbox, decides what a later context's allocations
     hold; ``tests/gpu/test_gpu_sandbox.py`` (``tests/fixtures/hostile/gpu_residue.cu``) checks that a run's pattern
     does not reach the next run (written in session 20, not yet run on a GPU);

@@ -92,6 +92,13 @@ class HarnessSettings:
     sent to ``timing_done`` received) and gives no credit when the driver's in-process span is shorter than that
     by more than ``timer_check_rel`` of it plus ``timer_check_abs_ms`` (a clock forged inside the candidate's
     process), or when the timed calls add up to more than the span."""
+    max_foreign_compute_share: float = 0.2
+    """A PyTorch candidate's profiled call (the runner's, after timing): kernels that are not the candidate's own
+    (cuBLAS, cuDNN, ATen compute; copies and fills aside, ``run_pytorch.MOVEMENT_KERNELS``) may carry at most this
+    share of its GPU compute time, else ``no_gpu_work``: the run-time boundary behind the static checks, which
+    session 20's hostile review got 49 library-computing ``ModelNew`` candidates past (``at::`` through a macro, a
+    namespace alias or argument-dependent lookup, ``torch.cuda.torch.matmul``, a matmul made of broadcast ``*`` and
+    ``sum``...), each launching a small kernel of its own. 1 switches it off."""
     timing_floor_fraction: float = 0.5
     timing_floor_abs_us: float = 5.0
     """The PyTorch runner's check of its CUDA-event samples (written inside the candidate's process, where Python or

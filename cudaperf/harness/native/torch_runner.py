@@ -93,6 +93,26 @@ def poison_pool(nbytes, device):
         del block
 
 
+def precision_flags() -> dict:
+    """The precision settings as torch reports them, legacy and new API alike (a read that raises, as the legacy
+    getters do once the new API switched TF32 on, is recorded as such): read once after the runner pins them,
+    before any candidate code, and again after the candidate's last call; the harness compares the two."""
+    out = {}
+    for key, read in (("matmul.allow_tf32", lambda: torch.backends.cuda.matmul.allow_tf32),
+                      ("cudnn.allow_tf32", lambda: torch.backends.cudnn.allow_tf32),
+                      ("float32_matmul_precision", torch.get_float32_matmul_precision),
+                      ("matmul.fp32_precision", lambda: torch.backends.cuda.matmul.fp32_precision),
+                      ("cudnn.fp32_precision", lambda: torch.backends.cudnn.fp32_precision)):
+        try:
+            value = read()
+            out[key] = value if isinstance(value, (bool, int, float, str)) else str(value)
+        except AttributeError:  # an API this torch lacks: nothing to compare
+            continue
+        except Exception as exc:
+            out[key] = f"raised {type(exc).__name__}"
+    return out
+
+
 def main():
     ctl = int(sys.argv[1])
     if not torch.cuda.is_available():
@@ -101,6 +121,8 @@ def main():
     os.write(ctl, b"gpu_ok\n")  # before any candidate code: an EXIT_NO_GPU after this is the candidate's own
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    pinned_flags = precision_flags()
     job = json.load(open("job.json"))
     data = tensor_pack.read_pack(job["inputs_fd"])  # copy-on-write views of the harness's pages
     out_map = mmap.mmap(job["outputs_fd"], job["outputs_bytes"], flags=mmap.MAP_SHARED,
@@ -259,7 +281,11 @@ def main():
             dev_events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
             kernels = sorted({e.name for e in dev_events})
             kernel_us = sum(e.time_range.elapsed_us() for e in dev_events)
-            json.dump({"kernels": kernels, "device_us": kernel_us}, open("evidence.json", "w"))
+            per_kernel = {}
+            for e in dev_events:  # each kernel's (and copy's) GPU time: whose kernels carried the call
+                per_kernel[e.name] = per_kernel.get(e.name, 0.0) + e.time_range.elapsed_us()
+            json.dump({"kernels": kernels, "device_us": kernel_us, "kernel_us": per_kernel,
+                       "flags_pinned": pinned_flags, "flags": precision_flags()}, open("evidence.json", "w"))
         except Exception as exc:
             json.dump({"kernels": None, "error": f"{type(exc).__name__}: {exc}"[:500]}, open("evidence.json", "w"))
     os.write(ctl, b"stopped\n")
