@@ -148,7 +148,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from cudaperf.tasks.inputs import open_untrusted, read_untrusted_text  # noqa: F401 (for the harness's readers)
 
 NOBODY_UID = 65534
 NOBODY_GID = 65534
