@@ -72,6 +72,18 @@ def test_the_runner_sees_tf32_switched_on_through_either_api():
             m.fp32_precision = "tf32"
             assert flags_problem(pinned, torch_runner.precision_flags()) is not None
             m.fp32_precision = "ieee"
+        if hasattr(torch.backends, "fp32_precision"):  # the global switch of the new API, through an alias
+            backends = torch.backends
+            before = backends.fp32_precision
+            backends.fp32_precision = "tf32"
+            assert "fp32_precision" in (flags_problem(pinned, torch_runner.precision_flags()) or "")
+            backends.fp32_precision = before
+        if hasattr(m, "allow_fp16_reduced_precision_reduction"):
+            before = m.allow_fp16_reduced_precision_reduction
+            m.allow_fp16_reduced_precision_reduction = not before
+            assert "reduced_precision" in (flags_problem(pinned, torch_runner.precision_flags()) or "")
+            m.allow_fp16_reduced_precision_reduction = before
+        assert flags_problem(pinned, torch_runner.precision_flags()) is None
         torch.set_float32_matmul_precision("high")
         assert flags_problem(pinned, torch_runner.precision_flags()) is not None
     finally:

@@ -102,7 +102,14 @@ def precision_flags() -> dict:
                       ("cudnn.allow_tf32", lambda: torch.backends.cudnn.allow_tf32),
                       ("float32_matmul_precision", torch.get_float32_matmul_precision),
                       ("matmul.fp32_precision", lambda: torch.backends.cuda.matmul.fp32_precision),
-                      ("cudnn.fp32_precision", lambda: torch.backends.cudnn.fp32_precision)):
+                      ("cudnn.fp32_precision", lambda: torch.backends.cudnn.fp32_precision),
+                      ("fp32_precision", lambda: torch.backends.fp32_precision),
+                      ("cudnn.conv.fp32_precision", lambda: torch.backends.cudnn.conv.fp32_precision),
+                      ("cudnn.rnn.fp32_precision", lambda: torch.backends.cudnn.rnn.fp32_precision),
+                      ("matmul.allow_fp16_reduced_precision_reduction",
+                       lambda: torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction),
+                      ("matmul.allow_bf16_reduced_precision_reduction",
+                       lambda: torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction)):
         try:
             value = read()
             out[key] = value if isinstance(value, (bool, int, float, str)) else str(value)
