@@ -5,6 +5,7 @@ clock linked in, and the harness's checks judge what it recorded."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 import textwrap
 
 import pytest
@@ -265,6 +266,44 @@ def test_host_work_behind_a_token_kernel_falls_below_the_kernel_share_floor():
     assert kernel_share_problem(prof(8_000, call), HarnessSettings(min_kernel_share=0.0)) is None
     with pytest.raises(ValueError):
         HarnessSettings(min_kernel_share=1.5)
+
+
+def test_host_threads_beside_the_calls_show_as_cores_in_a_timing_window():
+    """Each timing window's CPU time of the run (read from outside it) over the window's wall time: about one core
+    is an honest candidate's calling thread (copies, spins in its synchronizations); more than
+    ``max_window_cpu_cores`` (1.5) plus the tick slack means host threads worked beside the calls."""
+    from cudaperf.harness.run_c_function import window_cpu_problem
+
+    s = HarnessSettings()
+    assert s.max_window_cpu_cores == 1.5
+    cores, problem = window_cpu_problem([500.0, 480.0], [0.52, 0.47], s)
+    assert problem is None and cores == pytest.approx(1.04, abs=0.01)
+    cores, problem = window_cpu_problem([500.0, 500.0], [0.5, 6.1], s)  # 12 cores in the second window
+    assert cores == pytest.approx(12.2) and problem and "timing window 1" in problem
+    assert "12.2 cores" in problem and "max_window_cpu_cores" in problem
+    # the slack: a 20 ms window read as two ticks over the limit passes; nothing without a reading; 0: off
+    assert window_cpu_problem([20.0], [0.07], s)[1] is None
+    assert window_cpu_problem([500.0], [None], s) == (None, None) and window_cpu_problem([], [], s) == (None, None)
+    assert window_cpu_problem([500.0], [6.0], HarnessSettings(max_window_cpu_cores=0))[1] is None
+    with pytest.raises(ValueError):
+        HarnessSettings(max_window_cpu_cores=-1)
+
+
+def test_the_build_refuses_imports_that_start_host_workers(tmp_path):
+    """The import check reads the object's undefined symbols, which no spelling in the source hides:
+    ``std::thread`` after ``using namespace std`` (which the text check of ``std::thread`` misses), C11
+    ``thrd_create``, a CUDA host callback; an honest candidate imports none of them."""
+    from cudaperf.harness.evaluate import build_candidate
+    from cudaperf.tasks import builtin_candidates
+
+    task = find_task(load_builtin_tasks(), "mandelbrot")
+    adv = Path(__file__).resolve().parent / "fixtures" / "adversarial"
+    for name, what in (("mandelbrot_using_std_thread.cu", "std::thread"), ("mandelbrot_thrd_create.cu", "thrd_create"),
+                       ("mandelbrot_host_callback.cu", "cudaLaunchHostFunc")):
+        b = build_candidate(task, (adv / name).read_text(), HarnessSettings())
+        assert b.stage == "symbols" and any(f"refers to {what}" in r for r in b.reasons), (name, b.reasons)
+    honest = next(c for c in builtin_candidates() if c.task_id == "mandelbrot" and c.label == "fast").source
+    assert build_candidate(task, honest, HarnessSettings()).stage == "ok"
 
 
 def test_the_gpu_build_of_every_driver_compiles_with_the_raw_clock_and_perturbation():

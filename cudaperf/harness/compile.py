@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 
 from cudaperf.harness.result import CompileInfo
 from cudaperf.harness.sandbox import SandboxLimits, Workdir, run_sandboxed, scrubbed_env, share_file
-from cudaperf.harness.static_checks import check_symbols
+from cudaperf.harness.static_checks import IMPORTS_CHECK, check_symbols, host_worker_references
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 DEFAULT_NVCC_FLAGS = ("-O3", "-std=c++17", "-lineinfo")
@@ -370,7 +370,7 @@ def build_c_function_candidate(code: str, driver_c: str, function_name: str, *, 
     arch = arch or default_arch()
     all_flags = (f"-arch={arch}", *flags)
     key = sha256("cfunc", code, driver_c, " ".join(all_flags), f"{nvcc_version()}; {gcc_version()}",
-                 str(cupti_paths()), _probe_source())
+                 str(cupti_paths()), _probe_source(), IMPORTS_CHECK)
 
     def build(w: Path) -> tuple[str, str, tuple[str, ...], str]:
         (w / "candidate.cu").write_text(code)
@@ -380,7 +380,8 @@ def build_c_function_candidate(code: str, driver_c: str, function_name: str, *, 
             return "compile", log, (), "candidate"
         nm = subprocess.run([tool_path("nm"), "-g", "--defined-only", str(w / "candidate.o")], capture_output=True,
                             text=True)
-        reasons = tuple(check_symbols(nm.stdout, {function_name}))
+        undefined = subprocess.run([tool_path("nm"), "-u", str(w / "candidate.o")], capture_output=True, text=True)
+        reasons = tuple(check_symbols(nm.stdout, {function_name}) + host_worker_references(undefined.stdout))
         if reasons:
             return "symbols", log, reasons, "candidate"
         objs = [_driver_object(driver_c), _probe_object()]

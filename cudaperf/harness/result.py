@@ -196,6 +196,10 @@ class GpuEvidence:
     input_bytes_min_fraction: float | None = None
     """The smallest ratio of bytes copied to the device to the bytes of the input arrays, over the traced timed
     calls (>= ``HarnessSettings.inputs_to_device_fraction`` for credit); None when the task has no input arrays."""
+    window_cpu_cores: float | None = None
+    """The most cores the run kept busy in a timing window: its CPU time in the window (read from outside the run)
+    over the window's wall time; above ``HarnessSettings.max_window_cpu_cores`` host threads worked beside the
+    calls (``no_gpu_work``). None when the harness could not read the run's CPU time."""
     timer_check: str | None = None
     """The external clock check of the timing windows: ``in-process span / harness clock`` per window, or why it
     did not apply."""

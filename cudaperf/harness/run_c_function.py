@@ -475,6 +475,26 @@ def check_timer(window_ext_ms: list[float], tstats: _Stats, settings: HarnessSet
 
 
 
+def window_cpu_problem(window_ext_ms: list[float], window_cpu_s: list[float | None],
+                       settings: HarnessSettings) -> tuple[float | None, str | None]:
+    """Each timing window's CPU time of the run against its wall time on the harness's clock: (the most cores kept
+    busy in a window, rounded, or None without a reading; what is wrong when host threads worked beside the calls,
+    more than ``settings.max_window_cpu_cores`` plus ``window_cpu_slack_s``, else None)."""
+    pairs = [(ms / 1e3, cpu) for ms, cpu in zip(window_ext_ms, window_cpu_s) if cpu is not None and ms > 0]
+    if not pairs:
+        return None, None
+    cores = max(cpu / wall for wall, cpu in pairs)
+    limit = settings.max_window_cpu_cores
+    if limit > 0:
+        for i, (wall, cpu) in enumerate(pairs):
+            if cpu > limit * wall + settings.window_cpu_slack_s:
+                return round(cores, 3), (
+                    f"timing window {i}: the program used {cpu * 1e3:.0f} ms of CPU time in {wall * 1e3:.0f} ms "
+                    f"({cpu / wall:.1f} cores, more than {limit:g}: HarnessSettings.max_window_cpu_cores): host "
+                    "threads worked beside the calls, so the outputs are not shown to be the GPU's work")
+    return round(cores, 3), None
+
+
 def traced_evidence(prepared: PreparedCFunction, tstats: _Stats, windows: int,
                     settings: HarnessSettings) -> tuple[float | None, str | None]:
     """The traced call of each window (one of its first timed calls, drawn by the window's secret): a kernel
@@ -571,6 +591,8 @@ class CandidateRun:
         """The timing outputs as read at ``timing_written`` (an exception when unreadable; None: never written)."""
         self.window_ext_ms: list[float] = []
         """Each window as the harness's clock saw it: command sent to ``timing_done`` received."""
+        self.window_cpu_s: list[float | None] = []
+        """Each window's CPU time of the run (all its threads, read from outside it; None: unreadable here)."""
         self._events: queue.Queue[tuple[str, object]] = queue.Queue()
         self._outcome: CFunctionOutcome | None = None
         self._error: BaseException | None = None
@@ -684,11 +706,14 @@ class CandidateRun:
                 self.windows_tried += 1
                 secret = secrets.randbits(63) | 1
                 self.window_secrets.append(secret)
+                cpu0 = ctl.cpu_s()
                 t_sent = time.monotonic()
                 done = (ctl.read_line(timeout_s=settings.timing_timeout_s)
                         if ctl.send(cmd.command(secret, self.perturb)) else None)
                 t_done = time.monotonic()
+                cpu1 = ctl.cpu_s()
                 self.window_ext_ms.append((t_done - t_sent) * 1e3)
+                self.window_cpu_s.append(None if cpu0 is None or cpu1 is None else cpu1 - cpu0)
                 self.phases_s["windows_s"] += t_done - t_win
             if host.load is not None and self.host is None:
                 self.host = host.load  # the first window's (with several rounds, the others' are alike)
@@ -807,6 +832,11 @@ class CandidateRun:
         if problem is not None:
             return CFunctionOutcome(Stage.CORRECT, False, Failure(FailureKind.NO_GPU_WORK, problem), tests, p, None,
                                     evidence, run_s)
+        cores, problem = window_cpu_problem(self.window_ext_ms, self.window_cpu_s, self.settings)
+        evidence = replace(evidence, window_cpu_cores=cores)
+        if problem is not None:
+            return CFunctionOutcome(Stage.CORRECT, False, Failure(FailureKind.NO_GPU_WORK, problem), tests, p, None,
+                                    evidence, run_s)
         problem, timer_note = check_timer(self.window_ext_ms, tstats, self.settings)
         evidence = replace(evidence, timer_check=timer_note)
         if problem is None:
@@ -837,6 +867,7 @@ class CandidateRun:
                        if prof.get("call_ns") else None),
             output_bytes_min_fraction=evidence.output_bytes_min_fraction,
             input_bytes_min_fraction=evidence.input_bytes_min_fraction, timer_check=evidence.timer_check,
+            window_cpu_cores=evidence.window_cpu_cores,
         )
         if probe_ok and prof.get("kernels", 0) == 0:
             return CFunctionOutcome(Stage.CORRECT, False, Failure(

@@ -712,6 +712,14 @@ class _RunCgroup:
                 pass
         return sorted(out)
 
+    def cpu_usage_s(self) -> float | None:
+        """CPU time (user and system) of every process the run's cgroup has held, threads and ended processes
+        included (cgroup v2 ``cpu.stat``, exact to the microsecond); None where the hierarchy has no such count."""
+        if self.kind != "cgroup2":
+            return None
+        usec = _read_kv(self.dirs[0] / "cpu.stat").get("usage_usec")
+        return None if usec is None else usec / 1e6
+
     def kill_all(self) -> None:
         """SIGKILL every process in the run's cgroup (also those that left its session and process group)."""
         kill = self.dirs[0] / "cgroup.kill"
@@ -1028,6 +1036,32 @@ def _group_pids(pgid: int) -> list[int]:
     return out
 
 
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _procs_cpu_s(pids: Sequence[int]) -> float:
+    """CPU time (user and system, all threads, and that of the children each has waited for) of the live
+    processes ``pids``, from ``/proc/PID/stat`` (clock ticks, 10 ms where ``CLK_TCK`` is 100)."""
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime (fields 14-17 of proc(5))
+    return ticks / _CLK_TCK
+
+
+def run_cpu_clock(cg: "_RunCgroup | None", pgid: int) -> tuple[Callable[[], float], str]:
+    """How the harness reads a run's CPU time from outside it, and the name of the source: the run's cgroup v2
+    ``cpu.stat`` where it has one (every process and thread the run ever had), else ``/proc`` over the run's
+    processes (its process group, or its cgroup v1 members)."""
+    if cg is not None and cg.cpu_usage_s() is not None:
+        return (lambda: cg.cpu_usage_s() or 0.0), "cgroup2 cpu.stat"
+    pids = cg.pids if cg is not None else (lambda: _group_pids(pgid))
+    return (lambda: _procs_cpu_s(pids())), f"/proc stat ({1000 / _CLK_TCK:.0f} ms ticks)"
+
+
 class _Watch(threading.Thread):
     """Ends a run that passes a limit no kernel enforces for it: the disk cap of its working directory (its files,
     and those it keeps open or mapped after unlinking them), and the cgroup's process cap (which the kernel
@@ -1187,7 +1221,7 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
             HOST.register(proc.pid)
         try:
             if control is not None:
-                ctl = Control(proc, status_r, deadline)
+                ctl = Control(proc, status_r, deadline, run_cpu_clock(run_cg, proc.pid))
                 try:
                     control(ctl)
                 finally:
@@ -1322,13 +1356,26 @@ class Control:
     untrusted, so every read is bounded by the run's deadline and a malformed line is just a line.
     """
 
-    def __init__(self, proc: subprocess.Popen, status_fd: int, deadline: float) -> None:
+    def __init__(self, proc: subprocess.Popen, status_fd: int, deadline: float,
+                 cpu_clock: tuple[Callable[[], float], str] | None = None) -> None:
         self._proc = proc
         self._fd = status_fd
         self._buf = b""
         self.deadline = deadline
         self.eof = False
         self.killed = False
+        self._cpu, self.cpu_source = cpu_clock if cpu_clock is not None else (None, None)
+
+    def cpu_s(self) -> float | None:
+        """The CPU time the run has used so far (seconds, all its processes and threads), read by the harness from
+        outside the run (:func:`run_cpu_clock`); None when there is no way to read it here. A window's CPU time
+        over its wall time is how many cores worked: host threads doing the work beside a token kernel show."""
+        if self._cpu is None:
+            return None
+        try:
+            return float(self._cpu())
+        except (OSError, ValueError):
+            return None
 
     @property
     def pid(self) -> int:

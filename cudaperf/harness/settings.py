@@ -138,6 +138,19 @@ class HarnessSettings:
     rule stops those that move no inputs, and ``adversarial/saxpy_token_grid_copy_both_ways.cu`` (useless copies
     both ways) is an open gap, credited at most at the host loop's speed. Only applied when the traced call's
     profile is there; 0 switches it off."""
+    max_window_cpu_cores: float = 1.5
+    """Evidence that host threads did not do a C function's work: the CPU time the run used during each timing
+    window (all its threads, read by the harness from outside the run: the run's cgroup v2 ``cpu.stat``, else
+    ``/proc``), over the window's wall time on the harness's clock, is how many cores worked while the calls ran.
+    An honest candidate keeps about one busy: the calling thread, which copies and spins in its synchronizations.
+    Host threads computing the outputs in parallel (``std::thread`` or ``pthread_create`` however spelled, a
+    ``timer_create`` or ``cudaLaunchHostFunc`` callback) beside a kernel that only moves the results show as more;
+    above this many cores the candidate gets ``no_gpu_work`` (``GpuEvidence.window_cpu_cores`` keeps the figure).
+    It does not see host work on the calling thread alone (bounded by one core's speed: see ``min_kernel_share``).
+    0 switches it off."""
+    window_cpu_slack_s: float = 0.05
+    """CPU time allowed over ``max_window_cpu_cores`` x the window's wall time: the resolution of ``/proc``'s clock
+    ticks (10 ms) and the harness's own reads of the count, so that a short window is not ruled on by a tick."""
     timing_recheck: bool = True
     """Timed calls see perturbed inputs (:mod:`cudaperf.harness.driver`); the last timed call on each timing input
     set is re-checked against the reference run on the same perturbed inputs (one reference call per set and
@@ -172,6 +185,8 @@ class HarnessSettings:
             raise ValueError("timing_sets must be >= 1")
         if not 0 <= self.min_kernel_share < 1:
             raise ValueError("min_kernel_share must be in [0, 1)")
+        if self.max_window_cpu_cores < 0 or self.window_cpu_slack_s < 0:
+            raise ValueError("max_window_cpu_cores and window_cpu_slack_s must be >= 0")
 
     @property
     def seeds_policy(self) -> str:

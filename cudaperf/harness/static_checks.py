@@ -778,6 +778,34 @@ _FUNCTION_TYPES = set("TWi")  # nm: text (code), weak, indirect function
 _WEAK_OBJECT_TYPES = set("Vu")  # nm: weak object, unique global
 
 
+_HOST_WORKER_IMPORT = re.compile(
+    r"^(?:pthread_create|thrd_create|timer_create|clone3?|__clone2?|fork|vfork|posix_spawnp?|system|popen"
+    r"|cudaLaunchHostFunc(?:_ptsz)?|cudaStreamAddCallback(?:_ptsz)?|cuLaunchHostFunc(?:_ptsz)?|cuStreamAddCallback(?:_ptsz)?"
+    r"|_ZNSt6thread\w*|_ZNSt6jthread\w*|_ZSt5async\w*)(?:@.*)?$")
+IMPORTS_CHECK = "imports v1: host threads, processes, host callbacks"
+"""Named in the build cache's key, so that a build judged before the check existed is judged again."""
+
+
+def host_worker_references(nm_undefined: str) -> list[str]:
+    """Reasons to reject an object (``nm -u`` output) that imports a way to run host code beside the call: threads
+    (``pthread_create`` and ``std::thread`` however the source spells them: macros, ``using namespace std``,
+    ``std::async``; C11 ``thrd_create``), ``SIGEV_THREAD`` timers, CUDA host callbacks (which run on the
+    driver's thread) and new processes. An import cannot be hidden by the source's spelling; the run-time bound
+    behind it is ``HarnessSettings.max_window_cpu_cores`` (the cores the run kept busy in each timing window)."""
+    reasons = []
+    for line in nm_undefined.splitlines():
+        sym = line.split()[-1] if line.split() else ""
+        if _HOST_WORKER_IMPORT.match(sym):
+            name = sym.split("@")[0]
+            for prefix, readable in (("_ZNSt6thread", "std::thread"), ("_ZNSt6jthread", "std::jthread"),
+                                     ("_ZSt5async", "std::async")):
+                if name.startswith(prefix):
+                    name = readable
+            reasons.append(f"refers to {name}: starts host threads, host callbacks or processes, which candidates "
+                           "may not do (the GPU must do the work)")
+    return list(dict.fromkeys(reasons))
+
+
 def check_symbols(nm_output: str, allowed: set[str]) -> list[str]:
     """Reasons to reject an object (``nm -g --defined-only`` output) that could replace functions of the C
     library, the CUDA runtime or the harness's driver: unmangled global *functions* other than ``allowed``, and

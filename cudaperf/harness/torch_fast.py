@@ -40,7 +40,7 @@ from cudaperf.harness.compile import (
     tool_path,
 )
 from cudaperf.harness.sandbox import share_file
-from cudaperf.harness.static_checks import StaticCheckResult, check_source, check_symbols
+from cudaperf.harness.static_checks import IMPORTS_CHECK, StaticCheckResult, check_source, check_symbols, host_worker_references
 
 ENTRY = "kernel_forward"
 MAX_DIMS = 8
@@ -169,7 +169,7 @@ def build_fast_candidate(code: str, *, arch: str | None = None,
     arch = arch or default_arch()
     all_flags = (f"-arch={arch}", *flags)
     key = sha256("torchfast", code, HEADER, " ".join(all_flags), f"{nvcc_version()}; {gcc_version()}",
-                 _LIBRARY_SYMBOL.pattern)  # a change of the symbol rules builds (and checks) again
+                 _LIBRARY_SYMBOL.pattern, IMPORTS_CHECK)  # a change of the symbol rules builds (and checks) again
 
     def build(w: Path) -> tuple[str, str, tuple[str, ...], str]:
         (w / "candidate.cu").write_text(code)
@@ -184,7 +184,7 @@ def build_fast_candidate(code: str, *, arch: str | None = None,
                             text=True)
         reasons = check_symbols(nm.stdout, {ENTRY})
         undefined = subprocess.run([tool_path("nm"), "-u", str(w / "candidate.o")], capture_output=True, text=True)
-        reasons += library_references(undefined.stdout)
+        reasons += library_references(undefined.stdout) + host_worker_references(undefined.stdout)
         if not any(line.split()[1:] == ["T", ENTRY] for line in nm.stdout.splitlines()):
             reasons.insert(0, f"does not define extern \"C\" int {ENTRY}(const TensorArg*, int, TensorArg*, int, "
                               "cudaStream_t): the fast path's entry point")

@@ -125,3 +125,32 @@ def test_host_work_behind_a_full_size_copy_falls_below_the_kernel_share_floor(sa
     assert ev.output_bytes_min_fraction is not None and ev.output_bytes_min_fraction >= 1.0  # the byte rule: met
     assert ev.call_ms and ev.call_ms > 0 and ev.kernel_share is not None and ev.gpu_share is not None
     assert ev.kernel_share < SETTINGS.min_kernel_share <= honest.gpu_evidence.kernel_share
+
+
+def test_host_threads_beside_the_calls_get_no_credit(tmp_path, monkeypatch):
+    """Host threads computing the outputs while a kernel only moves them meet the byte, input and kernel-share
+    rules; the build's import check stops the spellings known (``adversarial/mandelbrot_using_std_thread.cu``:
+    std::thread after ``using namespace std``). Behind it, the cores the run kept busy in each timing window
+    (its CPU time, read from outside it, over the window's wall time): with the import check off for this one
+    build (a private build cache, so no other run finds it built), 16 threads on the host show as many cores and
+    get no_gpu_work, while the honest fast kernel keeps about one."""
+    import cudaperf.harness.compile as compile_mod
+
+    task = find_task(load_builtin_tasks(), "mandelbrot")
+    prepared = prepare_c_function(task, SETTINGS, seed=97531)
+    honest_src = next(c for c in builtin_candidates() if c.task_id == "mandelbrot" and c.label == "fast").source
+    honest = _run(task, prepared, "mandelbrot fast.cu", honest_src)
+    assert honest.correct and honest.stage == Stage.TIMED, honest.failure
+    cores = honest.gpu_evidence.window_cpu_cores
+    assert cores is not None and cores <= SETTINGS.max_window_cpu_cores, cores
+
+    src = (Path(__file__).resolve().parents[1] / "fixtures" / "adversarial" /
+           "mandelbrot_using_std_thread.cu").read_text()
+    r = evaluate(task, src, settings=SETTINGS, prepared=prepared)
+    assert r.status == "scored" and r.failure.kind == FailureKind.STATIC_CHECK and "std::thread" in r.failure.message
+    monkeypatch.setenv("CUDAPERF_CACHE", str(tmp_path / "build-cache"))
+    monkeypatch.setattr(compile_mod, "host_worker_references", lambda nm_undefined: [])
+    r = _run(task, prepared, "mandelbrot_using_std_thread.cu (import check off)", src)
+    assert r.status == "scored" and not r.correct and r.speedup is None, r.failure
+    assert r.failure.kind == FailureKind.NO_GPU_WORK and "max_window_cpu_cores" in r.failure.message, r.failure
+    assert r.gpu_evidence.window_cpu_cores > SETTINGS.max_window_cpu_cores
