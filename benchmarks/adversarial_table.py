@@ -222,7 +222,8 @@ def row(entry: dict, result, *, expected: dict | None = None, mode: str = "") ->
             "hack_class": entry["hack_class"], "decided": entry["decided"], "gap": entry.get("gap"),
             "expected": expected or entry["expect"], "expected_gpu": entry["expect"], "mode": mode,
             "observed": {**observed(result), "reason": fail.message[:300] if fail else None,
-                         "correct": result.correct, "speedup": result.speedup},
+                         "correct": result.correct, "speedup": result.speedup,
+                         "window_cpu_cores": getattr(result.gpu_evidence, "window_cpu_cores", None)},
             "match": matches(expected or outcomes(entry), result, reason_for(entry))}
 
 

@@ -62,6 +62,10 @@
 #                 tests (carry .device/bt)
 #   overlap-bench benchmarks/refine_round.py: 16 samples of one C task through the executor, with and without
 #                 HarnessSettings.overlap_judging, alternating REPEATS (default 3) times, side by side
+#   tests-s21     session 21's GPU work: the adversarial entries it added (library-computing ModelNew files past the
+#                 static checks; host threads through std::thread, async, thrd_create, a host callback) and the
+#                 timed ones (their window_cpu_cores in the table), the trust test of max_window_cpu_cores, and the
+#                 grouped-batch cases session 20's call did not reach
 #   tests-s20     the GPU tests written in session 20: device memory left between runs, overlap_judging's process
 #                 spans and its batch case, the adversarial entries session 20 added or changed (hangs at exit,
 #                 host work beside useless kernels: the input rule) and the trust tests
@@ -184,7 +188,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
       --max-minutes "${MINUTES:-7}" > "$OUT/$run.log" 2>&1
     echo "rc=$?" >> "$OUT/$run.log"; tail -c 800 "$OUT/$run.log"
     [ "$store" != "$OUT/$run.jsonl" ] && cp "$store" "$OUT/$run.jsonl"; gzip -f "$OUT/$run.jsonl" ;;
-  trust-load|kb-sample|bt-full|overlap-bench|tests-s20)
+  trust-load|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21)
     if ls .whl/*.whl > /dev/null 2>&1; then
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
@@ -208,6 +212,20 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
         timeout "${LIMIT:-400}" python benchmarks/refine_round.py --out "$OUT/overlap" --arms round,overlap \
           --repeats "${REPEATS:-3}" > "$OUT/overlap_bench.log" 2>&1
         echo "rc=$?" >> "$OUT/overlap_bench.log"; tail -c 1500 "$OUT/overlap_bench.log" ;;
+      tests-s21)
+        CUDAPERF_ADVERSARIAL_TABLE=$OUT/adv_s21.jsonl timeout "${ADV_LIMIT:-270}" python -m pytest -v -m gpu \
+          tests/gpu/test_gpu_adversarial.py -p no:cacheprovider --durations=0 \
+          -k "namespace_alias or cuda_torch_matmul or broadcast_sum or fp32_precision_tf32 or mandelbrot or side_stream or clock_rewrite_runtime or host_final or host_merge" \
+          > "$OUT/gpu_adv_s21.log" 2>&1
+        echo "rc=$?" >> "$OUT/gpu_adv_s21.log"; tail -c 1200 "$OUT/gpu_adv_s21.log"
+        CUDAPERF_TRUST_TABLE=$OUT/trust_s21.jsonl timeout "${TRUST_LIMIT:-120}" python -m pytest -v -m gpu \
+          tests/gpu/test_gpu_trust.py -k "host_threads or honest" -p no:cacheprovider --durations=0 \
+          > "$OUT/gpu_trust_s21.log" 2>&1
+        echo "rc=$?" >> "$OUT/gpu_trust_s21.log"; tail -c 800 "$OUT/gpu_trust_s21.log"
+        timeout "${GROUP_LIMIT:-150}" python -m pytest -v -m gpu "tests/gpu/test_gpu_harness.py::test_batch_with_grouped_candidates" \
+          -k "not 3-False-False-False and not 1-True-False-False" -p no:cacheprovider --durations=0 \
+          > "$OUT/gpu_grouped_s21.log" 2>&1
+        echo "rc=$?" >> "$OUT/gpu_grouped_s21.log"; tail -c 800 "$OUT/gpu_grouped_s21.log" ;;
       tests-s20)
         timeout "${TEST_LIMIT:-400}" python -m pytest -v -m gpu tests/gpu/test_gpu_sandbox.py \
           "tests/gpu/test_gpu_harness.py::test_overlap_judging_never_runs_two_candidates" \

@@ -138,15 +138,16 @@ def judge(results: list, entry_of: dict, *, gpu: bool) -> dict:
             honest_wrong.append({"candidate": r.candidate_id, "task": r.task_id,
                                  "failure": r.failure.kind.value if r.failure else None,
                                  "reason": r.failure.message[:200] if r.failure else None})
-    shares = {"honest": {"kernel_share": [], "gpu_share": []}, "hostile": {}}
+    keys = ("kernel_share", "gpu_share", "window_cpu_cores")
+    shares = {"honest": {k: [] for k in keys}, "hostile": {}}
     for r in results:
         ev = r.gpu_evidence
         if ev is None or not r.correct:
             continue
         e = entry_of.get(r.candidate_id)
         side = shares["honest"] if e is None else shares["hostile"].setdefault(
-            e["file"], {"kernel_share": [], "gpu_share": []})
-        for key in ("kernel_share", "gpu_share"):
+            e["file"], {k: [] for k in keys})
+        for key in keys:
             v = getattr(ev, key, None)
             if v is not None:
                 side[key].append(float(v))

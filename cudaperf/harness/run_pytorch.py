@@ -56,6 +56,9 @@ class PyTorchOutcome:
     kernels: tuple[str, ...] | None
     """GPU kernels of one profiled call (None: not profiled)."""
     run_s: float
+    window_cpu_cores: float | None = None
+    """The cores the runner kept busy in its timing window (CPU time read from outside the run over the window's
+    wall time); recorded, not ruled on (``HarnessSettings.max_window_cpu_cores`` applies to C functions)."""
 
 
 @lru_cache(maxsize=1)
@@ -205,9 +208,13 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
                 state["secret"] = secret
                 with HOST.timing():
                     mark("quiet_wait_s")
+                    cpu0, t_sent = ctl.cpu_s(), time.monotonic()
                     ok = ctl.send(f"time {settings.min_reps} {settings.max_reps} {settings.budget_ms} "
                                   f"{settings.cv_target} {settings.warmup} {secret}")
                     done = ctl.read_line(timeout_s=settings.timing_timeout_s) if ok else None
+                    cpu1, t_done = ctl.cpu_s(), time.monotonic()
+                    if cpu0 is not None and cpu1 is not None and t_done > t_sent:
+                        state["window_cpu_cores"] = round((cpu1 - cpu0) / (t_done - t_sent), 3)
                     mark("timing_s")
                 state["timed"] = done == "timing_done"
                 if state["timed"]:  # read while the runner waits: nothing of the candidate's runs in between
@@ -303,7 +310,8 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
     if floor is not None:
         return PyTorchOutcome(Stage.CORRECT, False, Failure(FailureKind.TIMER_MISMATCH, floor), passed, n, None,
                               kernels, run_s)
-    return PyTorchOutcome(Stage.TIMED, True, None, passed, n, TimingStats.from_samples_ms(samples), kernels, run_s)
+    return PyTorchOutcome(Stage.TIMED, True, None, passed, n, TimingStats.from_samples_ms(samples), kernels, run_s,
+                          window_cpu_cores=state.get("window_cpu_cores"))
 
 
 MOVEMENT_KERNELS = ("Memcpy", "Memset", "direct_copy_kernel", "CatArrayBatchedCopy", "FillFunctor", "fill_kernel")
@@ -598,7 +606,7 @@ def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candid
                   gpu_evidence=GpuEvidence(source="torch.profiler: one call after timing (trials not traced)",
                                            kernels_in_tests=0,
                                            kernels_in_timed_call=len(out.kernels) if out.kernels is not None
-                                           else None))
+                                           else None, window_cpu_cores=out.window_cpu_cores))
     if out.failure is not None and out.failure.attributed_to == "harness":
         res = replace(res, status="unscored")
     if out.timing is not None and eager is not None:
