@@ -64,14 +64,18 @@ Covered
 
 Not covered
   * code of the candidate's outside the call that the text checks miss (``.init_array`` entries, attribute
-    spellings such as ``[[gnu::constructor]]``, ``ifunc``; host threads through ``std::thread`` after ``using
-    namespace std``, ``timer_create``, ``thrd_create``, which can also do host work in parallel inside the call);
+    spellings such as ``[[gnu::constructor]]``, ``ifunc``). Host threads are no longer in this list (session 21):
+    the build refuses objects that import thread, timer-thread, host-callback or process starts, however the
+    source spells them (``static_checks.host_worker_references``), and behind that the harness reads each timing
+    window's CPU time of the run from outside it (``Control.cpu_s``) and refuses more than
+    ``HarnessSettings.max_window_cpu_cores`` (on the H200: honest candidates 0.995 to 1.001 cores, 16 host
+    threads 6.0); host work on the calling thread alone is not seen by that rule (one core's speed at most);
     ``RLIMIT_NPROC`` is shared by every run of the sandbox user, so one run can starve a concurrent one of
     threads; the launcher's pinned ``execve`` address answers EFAULT where any other gets EPERM (an oracle that
     takes about 10^4 core-seconds to search): found by session 20's hostile review, open;
   * device memory a run leaves behind: the driver, not the sandbox, decides what a later context's allocations
     hold; ``tests/gpu/test_gpu_sandbox.py`` (``tests/fixtures/hostile/gpu_residue.cu``) checks that a run's pattern
-    does not reach the next run (written in session 20, not yet run on a GPU);
+    does not reach the next run (passed on the H200, session 21);
   * GPU memory and GPU time of other processes on the same GPU: the executor never runs two candidates on one
     GPU at once (except ``timing_rounds`` > 1, where a task's trusted variants wait side by side); a GPU fault is
     sticky only for the faulting process, which is then gone;
