@@ -293,3 +293,73 @@ def test_honest_bookkeeping_in_forward_passes():
                  "        out = torch.empty(a.size(0), b.size(1), device=a.device, dtype=a.dtype)\n"
                  "        stream = torch.cuda.current_stream()\n" + FORWARD))
     ok(candidate("        with torch.no_grad():\n" + "    " + FORWARD))
+
+
+# ---- honest controls a hostile review found refused (session 20), each beside the hostile use it must not admit --
+
+def _cpp(old: str, new: str) -> str:
+    assert old in HEAD
+    return HEAD.replace(old, new)
+
+
+GRID = "dim3 block(16, 16), grid((b.size(1) + 15) / 16, (a.size(0) + 15) / 16);"
+REDUCE = ("#include <torch/extension.h>\n#include <ATen/native/cuda/block_reduce.cuh>\n"
+          "__global__ void rowsum_kernel(const float* x, float* y, int m) {\n    __shared__ float shared[32];\n"
+          "    float v = 0.f;\n    for (int j = threadIdx.x; j < m; j += blockDim.x) v += x[blockIdx.x * m + j];\n"
+          "    v = at::native::cuda_utils::BlockReduceSum(v, shared);\n    if (threadIdx.x == 0) y[blockIdx.x] = v;\n}\n")
+AUTOGRAD = ("class _MM(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, a, b):\n"
+            "        ctx.save_for_backward(a, b)\n        return ext.mm_cuda(a.contiguous(), b.contiguous())\n\n"
+            "    @staticmethod\n    def backward(ctx, g):\n        a, b = ctx.saved_tensors\n"
+            "        return g @ b.t(), a.t() @ g\n\n")
+
+
+@pytest.mark.parametrize("name,honest", [
+    ("at::ceil_div", lambda: candidate(head=_cpp(GRID, "dim3 block(16, 16), grid(at::ceil_div((int)b.size(1), 16), "
+                                                      "at::ceil_div((int)a.size(0), 16));"))),
+    ("at::opmath_type", lambda: candidate(head=_cpp("float acc = 0.f;",
+                                                    "using acc_t = at::opmath_type<float>;\n        acc_t acc = 0.f;"))),
+    ("at::isFloatingType", lambda: candidate(head=_cpp(
+        'TORCH_CHECK(a.is_cuda(), "a must be a CUDA tensor");',
+        'TORCH_CHECK(a.is_cuda() && at::isFloatingType(a.scalar_type()), "a must be a floating CUDA tensor");'))),
+    ("BlockReduceSum in the candidate's kernel", lambda: candidate(head=_cpp("#include <torch/extension.h>\n", REDUCE))),
+    ("torch.broadcast_shapes", lambda: candidate("        shape = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])\n"
+                                                 + FORWARD)),
+    ("torch.preserve_format", lambda: candidate("        out = torch.empty_like(a, memory_format=torch.preserve_format)\n"
+                                                + FORWARD)),
+    ("a __main__ block", lambda: candidate() + "\n\nif __name__ == '__main__':\n    a = torch.randn(64, 64, device='cuda')\n"
+                                               "    print((ModelNew()(a, a) - a @ a).abs().max())\n"),
+    (".zero_()", lambda: candidate("        out = torch.empty(a.size(0), b.size(1), device=a.device)\n        out.zero_()\n"
+                                   + FORWARD)),
+    ("the extension held in a dict", lambda: candidate("        return _EXTS[a.dtype].mm_cuda(a.contiguous(), b)\n",
+                                                      extra="_EXTS = {torch.float32: ext}\n\n")),
+    ("an autograd.Function's backward", lambda: candidate("        return _MM.apply(a, b)\n", extra=AUTOGRAD)),
+    ("autocast off", lambda: candidate("        with torch.autocast('cuda', enabled=False):\n    " + FORWARD)),
+])
+def test_honest_uses_found_refused_by_a_review_pass(name, honest):
+    ok(honest())
+
+
+def test_the_hostile_twins_of_those_honest_uses_stay_refused():
+    """Each relaxation is narrow: ATen compute beside the allowed helpers, ATen's kernels under at::native, torch
+    work in forward, and a backward the code calls itself are still refused (the run-time boundary stands behind
+    every name the checks cannot follow)."""
+    rejected(candidate(head=_cpp(GRID, GRID + "\n    auto d = at::matmul(a, b);")), "at::matmul")
+    rejected(candidate(head=_cpp("#include <torch/extension.h>\n", "#include <torch/extension.h>\n"
+                                 "void f(torch::Tensor x) { at::native::sum_out(x, x, {0}); }\n")), "at::native")
+    rejected(candidate("        out = torch.empty_like(a)\n        out.copy_(a.t())\n" + FORWARD), ".copy_()")
+    rejected(candidate("        return _MM.backward(None, a)[0]\n", extra=AUTOGRAD), "_MM.backward", "@")
+    rejected(candidate("        return _MM.apply(a, b) + torch.broadcast_tensors(a, b)[0]\n", extra=AUTOGRAD),
+             "torch.broadcast_tensors")
+
+
+def test_a_main_block_is_not_checked_unless_the_module_can_make_it_run():
+    """``if __name__ == "__main__":`` never runs in the harness (the runner loads the module under another name),
+    so a self-test there (imports, torch checks of the result) does not refuse the candidate; a module that stores
+    to ``__name__`` could run it, and then it is checked like the rest."""
+    block = ("\nif __name__ == '__main__':\n    import time\n    m = ModelNew().cuda()\n"
+             "    a = torch.randn(64, 64, device='cuda')\n    t = time.time()\n"
+             "    torch.testing.assert_close(m(a, a), torch.matmul(a, a))\n    print(time.time() - t)\n")
+    ok(candidate() + block)
+    rejected(candidate(extra="__name__ = '__main__'\n\n") + block, "import of time")
+    rejected(candidate() + block.replace("if __name__ == '__main__':", "if __name__ == '__main__' or True:"),
+             "import of time")
