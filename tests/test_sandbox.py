@@ -265,3 +265,24 @@ def test_pausable_runs_stop_while_timing_runs_and_get_their_time_back():
         assert host._groups == {}
     finally:
         quiet.HOST = old
+
+
+def test_each_working_directory_gets_a_user_of_its_own(monkeypatch):
+    """As root, every working directory is owned by a fresh user id and its runs drop to it (``per_run_uid``):
+    ``RLIMIT_NPROC`` then counts one run's threads alone, and concurrent runs are different users. Files the
+    harness shares into the directory get the same owner; with the switch off, runs are ``nobody`` as before."""
+    from cudaperf.harness.sandbox import NOBODY_UID, RUN_ID_BASE, base_level, run_owner, share_file
+
+    if base_level() != "namespaces+nobody":
+        pytest.skip("the harness does not run as root here: runs keep the harness's user")
+    with Workdir() as a, Workdir() as b:
+        ua, ub = run_owner(a)[0], run_owner(b)[0]
+        assert ua != ub and min(ua, ub) >= RUN_ID_BASE
+        (a / "in.txt").write_text("x")
+        share_file(a / "in.txt")
+        assert (a / "in.txt").stat().st_uid == ua
+        ra, rb = _sh("id -u; id -g; cat in.txt", a), _sh("id -u", b)
+        assert ra.stdout.split() == [str(ua), str(run_owner(a)[1]), "x"] and rb.stdout.split() == [str(ub)]
+    monkeypatch.setenv("CUDAPERF_SANDBOX", "-per_run_uid")
+    with Workdir() as c:
+        assert run_owner(c)[0] == NOBODY_UID and _sh("id -u", c).stdout.split() == [str(NOBODY_UID)]

@@ -50,9 +50,11 @@ Covered
     reaches it is ended at once and reported so;
   * a cap on what the run writes to its working directory (``disk_bytes``, measured every 0.2 s; the run is
     ended and reported so) besides the per-file ``RLIMIT_FSIZE``;
-  * when the harness runs as root: the program runs as ``nobody``, so it cannot write what it is given
-    read-only, cannot read the harness's files mode 0700 (the expected outputs never exist as files in the first
-    place), and ``RLIMIT_NPROC`` applies;
+  * when the harness runs as root: the program runs as a user of its own (``per_run_uid``, on by default since
+    session 21: a fresh id per working directory, :data:`RUN_ID_BASE`; ``nobody`` with the switch off), so it
+    cannot write what it is given read-only, cannot read the harness's files mode 0700 (the expected outputs never
+    exist as files in the first place), cannot touch another run's files or processes, and ``RLIMIT_NPROC``
+    counts its own processes and threads alone;
   * rlimits: CPU seconds, file size (an output flood dies with SIGXFSZ), process count, core dumps off;
   * a scrubbed environment: only PATH, HOME/TMPDIR (the private directory), LANG, the CUDA device selection and
     the loader path the CUDA driver needs;
@@ -70,8 +72,7 @@ Not covered
     window's CPU time of the run from outside it (``Control.cpu_s``) and refuses more than
     ``HarnessSettings.max_window_cpu_cores`` (on the H200: honest candidates 0.995 to 1.001 cores, 16 host
     threads 6.0); host work on the calling thread alone is not seen by that rule (one core's speed at most);
-    ``RLIMIT_NPROC`` is shared by every run of the sandbox user, so one run can starve a concurrent one of
-    threads; the launcher's pinned ``execve`` address answers EFAULT where any other gets EPERM (an oracle that
+    the launcher's pinned ``execve`` address answers EFAULT where any other gets EPERM (an oracle that
     takes about 10^4 core-seconds to search): found by session 20's hostile review, open;
   * device memory a run leaves behind: the driver, not the sandbox, decides what a later context's allocations
     hold; ``tests/gpu/test_gpu_sandbox.py`` (``tests/fixtures/hostile/gpu_residue.cu``) checks that a run's pattern
@@ -127,7 +128,7 @@ Not covered
 
 Switches: each protection is a :class:`SandboxLimits` field; ``CUDAPERF_SANDBOX`` changes their defaults for a
 whole process, e.g. ``CUDAPERF_SANDBOX=-private_root,-seccomp,+deny_exec_remap`` (names: ``private_root``,
-``seccomp``, ``deny_exec_remap``, ``memory_cgroup``, ``landlock``), and ``CUDAPERF_SANDBOX_RO_PATHS`` (``:``
+``seccomp``, ``deny_exec_remap``, ``memory_cgroup``, ``landlock``, ``per_run_uid``), and ``CUDAPERF_SANDBOX_RO_PATHS`` (``:``
 separated) adds read-only paths to the private root.
 """
 
@@ -155,10 +156,17 @@ from typing import Callable, Mapping, Sequence
 
 NOBODY_UID = 65534
 NOBODY_GID = 65534
+RUN_ID_BASE = 1_500_000_000
+RUN_ID_SPAN = 500_000_000
+"""With ``per_run_uid`` (and the harness as root), each working directory gets an owner of its own, a user and
+group id drawn at random from ``[RUN_ID_BASE, RUN_ID_BASE + RUN_ID_SPAN)`` (no account has them), and its runs drop
+to it: ``RLIMIT_NPROC`` counts each run's processes and threads alone (under one sandbox user, one run's threads
+counted against every concurrent run's), and no run can signal, trace or read the files of another's."""
 GiB = 1 << 30
 MiB = 1 << 20
 LAUNCHER = Path(__file__).with_name("sandbox_root.py")
-SWITCHES = {"private_root": True, "seccomp": True, "deny_exec_remap": False, "memory_cgroup": True, "landlock": True}
+SWITCHES = {"private_root": True, "seccomp": True, "deny_exec_remap": False, "memory_cgroup": True, "landlock": True,
+            "per_run_uid": True}
 
 
 def _switch(name: str) -> bool:
@@ -207,9 +215,10 @@ class SandboxLimits:
     file_size_bytes: int = 1 << 30
     """Largest file the program may write (outputs of large tests fit; a flood does not)."""
     max_processes: int = 4096
-    """RLIMIT_NPROC: the kernel counts it over *all* processes and threads of the sandbox user, so it must cover
-    every sandboxed run alive at once (runners and compiles side by side), not this run alone. It bounds a fork
-    bomb; the PID namespace kills whatever the run started when it ends. Where a cgroup is writable it is also
+    """RLIMIT_NPROC: the kernel counts it over all processes and threads of the run's user, which is this run's
+    own with ``per_run_uid`` (as root); without it (``nobody``, or the harness's own user when not root) the count
+    covers every sandboxed run of that user alive at once, so the value is generous. It bounds a fork bomb; the PID
+    namespace kills whatever the run started when it ends. Where a cgroup is writable it is also
     this run's own ``pids.max``, and a run that reaches it is ended."""
     capture_bytes: int = 64 * 1024
     """How much of stdout and of stderr is read back."""
@@ -343,7 +352,7 @@ def _host_tool(name: str) -> str:
     return shutil.which(name) or name
 
 
-def _wrap(argv: Sequence[str], level: str) -> list[str]:
+def _wrap(argv: Sequence[str], level: str, owner: tuple[int, int] = (NOBODY_UID, NOBODY_GID)) -> list[str]:
     """The command line without the launcher (every protection of the launcher switched off)."""
     if level == "session":
         return list(argv)
@@ -354,7 +363,7 @@ def _wrap(argv: Sequence[str], level: str) -> list[str]:
     # /proc is the host's (seen on the H200 machine).
     cmd = [_host_tool("unshare"), "--net", "--ipc", "--pid", "--fork", "--mount-proc", "--kill-child", "--"]
     if level == "namespaces+nobody":
-        cmd += [_host_tool("setpriv"), f"--reuid={NOBODY_UID}", f"--regid={NOBODY_GID}", "--clear-groups", "--"]
+        cmd += [_host_tool("setpriv"), f"--reuid={owner[0]}", f"--regid={owner[1]}", "--clear-groups", "--"]
     return cmd + _INIT + list(argv)
 
 
@@ -373,19 +382,44 @@ def _launcher_wrap(argv: Sequence[str], level: str, spec_fd: int, private_root: 
     return [_host_tool("unshare"), *user, *ns, "--net", "--ipc", "--pid", "--fork", "--kill-child", "--", *inner]
 
 
+def _fresh_run_id() -> int:
+    return RUN_ID_BASE + secrets.randbelow(RUN_ID_SPAN) if _switch("per_run_uid") else NOBODY_UID
+
+
+def run_owner(workdir: Path) -> tuple[int, int]:
+    """The user and group a run in ``workdir`` drops to (as root): the directory's owner when :func:`make_workdir`
+    gave it one of the run ids, else ``nobody``."""
+    try:
+        st = os.stat(workdir)
+    except OSError:
+        return NOBODY_UID, NOBODY_GID
+    if st.st_uid == NOBODY_UID or RUN_ID_BASE <= st.st_uid < RUN_ID_BASE + RUN_ID_SPAN:
+        return st.st_uid, st.st_gid
+    return NOBODY_UID, NOBODY_GID
+
+
 def make_workdir(prefix: str = "cudaperf-") -> Path:
-    """A private directory the sandboxed program may write to (owned by ``nobody`` when we run as root)."""
+    """A private directory the sandboxed program may write to (when we run as root, owned by the user its runs
+    drop to: a fresh id of its own, ``per_run_uid``, else ``nobody``)."""
     d = Path(tempfile.mkdtemp(prefix=prefix))
     if base_level() == "namespaces+nobody":
-        os.chown(d, NOBODY_UID, NOBODY_GID)
+        uid = _fresh_run_id()
+        os.chown(d, uid, uid if uid != NOBODY_UID else NOBODY_GID)
     os.chmod(d, 0o700)
     return d
 
 
 def share_file(path: Path) -> None:
-    """Make a harness-written file readable by the sandbox user."""
+    """Make a harness-written file in a working directory readable (and writable) by the user its runs drop to:
+    the owner of the nearest enclosing directory that :func:`make_workdir` gave a run id, else ``nobody``."""
     if base_level() == "namespaces+nobody":
-        os.chown(path, NOBODY_UID, NOBODY_GID)
+        owner = (NOBODY_UID, NOBODY_GID)
+        for d in list(Path(path).parents)[:4]:
+            o = run_owner(d)
+            if o != (NOBODY_UID, NOBODY_GID) or os.stat(d).st_uid == NOBODY_UID:
+                owner = o
+                break
+        os.chown(path, *owner)
 
 
 def link_in(src: Path, dst: Path) -> None:
@@ -415,7 +449,7 @@ def scrubbed_env(workdir: Path, extra: Mapping[str, str] | None = None) -> dict[
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         # One CPU thread for OpenMP/BLAS pools: a PyTorch runner otherwise starts one per core at import, and
-        # RLIMIT_NPROC counts threads over all of the sandbox user's concurrent runs.
+        # RLIMIT_NPROC counts threads (over all of the user's concurrent runs where runs share a user).
         "OMP_NUM_THREADS": "1",
         "OPENBLAS_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
@@ -1141,7 +1175,7 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
         report_r, report_w = os.pipe()
         os.set_blocking(report_r, False)
         spec: dict = {"cwd": str(workdir), "init": level != "session", "report_fd": report_w,
-                      "drop": [NOBODY_UID, NOBODY_GID] if level == "namespaces+nobody" else None,
+                      "drop": list(run_owner(workdir)) if level == "namespaces+nobody" else None,
                       "rw": [str(workdir)], "dev_nodes": _dev_nodes(), "tmp_bytes": int(limits.tmp_bytes)}
         if plan.private_root or plan.landlock:
             links, ops = _bind_plan(argv[0] if argv else "", workdir, limits.ro_paths)
@@ -1161,7 +1195,7 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
         pass_fds += [spec_fd, report_w]
         cmd = _launcher_wrap(argv, level, spec_fd, plan.private_root)
     else:
-        cmd = _wrap(argv, level)
+        cmd = _wrap(argv, level, run_owner(workdir))
 
     start = time.monotonic()
     watch: _Watch | None = None
