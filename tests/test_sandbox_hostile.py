@@ -381,6 +381,21 @@ def test_the_candidate_profile_denies_new_processes_and_programs_but_not_threads
     assert tools.stdout.splitlines()[:5] == ["fork ok", "vfork ok", "clone ok", "posix_spawn ok", "thread ok"]
 
 
+@needs_seccomp
+def test_execve_needs_all_three_pinned_pointers(programs):
+    """The launcher starts the program with its path, argv and envp at three addresses drawn independently, and the
+    candidate profile lets ``execve`` take those three only: a program that knows (or has searched out) the path
+    address and maps its own path there is still refused while its argv or envp lie elsewhere, so no single
+    address answers differently from a wrong one (the oracle the path-only pin gave). The control: a program given
+    the whole triple runs its own program, so the refusals are the filter's."""
+    a, b, c = (f"{x:x}" for x in sb._EXEC_ADDRS)
+    for n in (1, 2):
+        r = run(programs, "spawn", "pinned", a, b, c, str(n))
+        assert r.stdout.strip() == "execve EPERM", (n, r.stdout, r.stderr)
+    r = run(programs, "spawn", "pinned", a, b, c, "3")
+    assert r.stdout.strip() == "pinned-exec", (r.stdout, r.stderr)
+
+
 ESCAPES = ["ptrace", "process_vm_readv", "process_vm_writev", "unshare_user", "unshare_user_mount", "clone_newuser",
            "setns", "mount", "umount", "chroot", "perf_event_open", "bpf", "keyctl", "add_key", "personality",
            "io_uring_setup", "userfaultfd", "kexec_load", "init_module", "seccomp", "prctl_seccomp", "clone3"]

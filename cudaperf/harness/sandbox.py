@@ -71,9 +71,9 @@ Not covered
     source spells them (``static_checks.host_worker_references``), and behind that the harness reads each timing
     window's CPU time of the run from outside it (``Control.cpu_s``) and refuses more than
     ``HarnessSettings.max_window_cpu_cores`` (on the H200: honest candidates 0.995 to 1.001 cores, 16 host
-    threads 6.0); host work on the calling thread alone is not seen by that rule (one core's speed at most);
-    the launcher's pinned ``execve`` address answers EFAULT where any other gets EPERM (an oracle that
-    takes about 10^4 core-seconds to search): found by session 20's hostile review, open;
+    threads 6.0); host work on the calling thread alone is not seen by that rule (one core's speed at most).
+    The ``execve`` oracle session 20's review found (the launcher's one pinned path address) is closed since
+    session 21: the path, argv and envp pointers are pinned at three independent addresses (:data:`_EXEC_ADDRS`);
   * device memory a run leaves behind: the driver, not the sandbox, decides what a later context's allocations
     hold; ``tests/gpu/test_gpu_sandbox.py`` (``tests/fixtures/hostile/gpu_residue.cu``) checks that a run's pattern
     does not reach the next run (passed on the H200, session 21);
@@ -858,9 +858,23 @@ def _cgroups() -> _Cgroups | str:
 
 # --- the plan for one run ---------------------------------------------------------------------------------------
 
-_EXEC_ADDR = (secrets.randbelow((1 << 34) - (1 << 28)) + (1 << 28)) << 12
-"""The one path address the candidate profile lets ``execve`` take (drawn per harness process, between 1 TiB and
-64 TiB, below where the kernel places a process's mappings); the launcher maps it and starts the program from it."""
+def _draw_exec_addrs() -> tuple[int, int, int]:
+    pages: set[int] = set()
+    while len(pages) < 3:  # pages 1 GiB apart at least: the launcher maps up to a few pages at each
+        page = secrets.randbelow((1 << 34) - (1 << 28)) + (1 << 28)
+        if all(abs(page - q) > (1 << 18) for q in pages):
+            pages.add(page)
+    a, b, c = (p << 12 for p in pages)
+    return a, b, c
+
+
+_EXEC_ADDRS = _draw_exec_addrs()
+"""The one path, argv and envp address triple the candidate profile lets ``execve`` take (drawn per harness
+process, independently, between 1 TiB and 64 TiB, below where the kernel places a process's mappings); the launcher
+maps the three and starts the program from them. With the path address alone pinned (before session 21),
+``execve`` at that address answered EFAULT where any other got EPERM: an oracle for a search of about 10^4
+core-seconds, after which a program could map its own path there. Now the filter answers EPERM unless all three
+pointers match, so no one of them can be found alone."""
 
 
 @dataclass(frozen=True)
@@ -893,7 +907,7 @@ def _seccomp_works() -> str | None:
         return why
     try:
         for profile in seccomp_filter.PROFILES:
-            seccomp_filter.build_bpf(profile, _EXEC_ADDR)
+            seccomp_filter.build_bpf(profile, _EXEC_ADDRS)
     except (OSError, ValueError) as exc:
         return f"libseccomp could not build the filters: {exc}"
     return _probe(_Plan("probe", base_level(), True, False, False, "candidate", None, False))
@@ -1186,9 +1200,9 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
         if plan.seccomp_profile:
             from cudaperf.harness.seccomp_filter import build_bpf
 
-            addr = _EXEC_ADDR if plan.seccomp_profile == "candidate" else None
-            spec.update(seccomp_bpf=build_bpf(plan.seccomp_profile, addr, limits.deny_exec_remap).hex(),
-                        exec_addr=addr)
+            addrs = _EXEC_ADDRS if plan.seccomp_profile == "candidate" else None
+            spec.update(seccomp_bpf=build_bpf(plan.seccomp_profile, addrs, limits.deny_exec_remap).hex(),
+                        exec_addrs=list(addrs) if addrs else None)
         spec_fd = os.memfd_create("cudaperf-sandbox-spec", 0)
         os.write(spec_fd, json.dumps(spec).encode())
         os.lseek(spec_fd, 0, os.SEEK_SET)

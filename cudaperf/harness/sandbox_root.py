@@ -17,7 +17,7 @@ descriptor given on its command line, then:
    for a signal N) or, without a PID namespace, becomes it;
 4. in the program's process: sets ``oom_score_adj`` (the program, not this process, is the OOM killer's victim),
    drops to the sandbox user, sets ``no_new_privs``, loads the seccomp filter, and calls ``execve`` with the
-   program's path stored at the one address the filter lets ``execve`` take (``exec_addr``: after this call no
+   program's path, argv and envp stored at the one address triple the filter lets ``execve`` take (``exec_addrs``: after this call no
    other ``execve`` passes a filter that pins it).
 
 Limits it watches while the program runs (the private ``/tmp`` and ``/dev/shm`` filling up) are reported on the
@@ -267,18 +267,23 @@ def exec_program(spec, argv, env, report=None):
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
     path = _which(argv[0], env.get("PATH", "/usr/bin:/bin")).encode()
-    addr = spec.get("exec_addr")
-    if addr:
-        got = libc.mmap(addr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0)
-        if got != addr:
-            raise SetupError(f"cannot map the exec page at {addr:#x} (got {got})")
-        ctypes.memmove(addr, path + b"\0", len(path) + 1)
-        path_arg = ctypes.c_void_p(addr)
-    else:
-        path_arg = ctypes.c_char_p(path)
     c_argv = (ctypes.c_char_p * (len(argv) + 1))(*[a.encode() for a in argv], None)
     items = [f"{k}={v}".encode() for k, v in env.items()]
     c_env = (ctypes.c_char_p * (len(items) + 1))(*items, None)
+    addrs = spec.get("exec_addrs")
+    if addrs:  # the path, argv and envp at the three addresses the filter lets execve take
+        pinned = []
+        for addr, data in zip(addrs, (path + b"\0", bytes(c_argv), bytes(c_env))):
+            size = (len(data) + 4095) // 4096 * 4096
+            got = libc.mmap(addr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                            -1, 0)
+            if got != addr:
+                raise SetupError(f"cannot map an exec page at {addr:#x} (got {got})")
+            ctypes.memmove(addr, data, len(data))
+            pinned.append(ctypes.c_void_p(addr))
+        path_arg, argv_arg, env_arg = pinned
+    else:
+        path_arg, argv_arg, env_arg = ctypes.c_char_p(path), c_argv, c_env
     bpf = bytes.fromhex(spec.get("seccomp_bpf") or "")
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if bpf:
@@ -288,7 +293,7 @@ def exec_program(spec, argv, env, report=None):
         prog = SockFprog(len(bpf) // 8, bpf)
         _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0), "load seccomp filter")
     libc.execve.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-    libc.execve(path_arg, c_argv, c_env)
+    libc.execve(path_arg, argv_arg, env_arg)
     e = ctypes.get_errno()
     raise SetupError(f"cannot execute {argv[0]} ({path.decode(errors='replace')}): {os.strerror(e)}")
 

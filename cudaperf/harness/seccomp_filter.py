@@ -81,13 +81,13 @@ def available() -> str | None:
     return None
 
 
-def _build(profile: str, exec_addr: int | None, deny_exec_remap: bool):
+def _build(profile: str, exec_addrs: tuple[int, int, int] | None, deny_exec_remap: bool):
     import pyseccomp as sc
 
     if profile not in PROFILES:
         raise ValueError(f"unknown seccomp profile {profile!r} (known: {', '.join(PROFILES)})")
-    if profile == "candidate" and not exec_addr:
-        raise ValueError("the candidate profile needs the launcher's exec address")
+    if profile == "candidate" and (not exec_addrs or len(exec_addrs) != 3):
+        raise ValueError("the candidate profile needs the launcher's exec addresses (path, argv, envp)")
     eperm = sc.ERRNO(errno.EPERM)
     f = sc.SyscallFilter(sc.ALLOW)
     for name in DENIED_ALWAYS:
@@ -101,7 +101,8 @@ def _build(profile: str, exec_addr: int | None, deny_exec_remap: bool):
         for name in DENIED_CANDIDATE:
             _deny(f, eperm, name)
         f.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
-        f.add_rule(eperm, "execve", sc.Arg(0, sc.NE, exec_addr))
+        for i, addr in enumerate(exec_addrs):  # EPERM unless all three match: no one of them answers alone
+            f.add_rule(eperm, "execve", sc.Arg(i, sc.NE, addr))
     if deny_exec_remap:
         f.add_rule(eperm, "mprotect", sc.Arg(2, sc.MASKED_EQ, PROT_EXEC, PROT_EXEC))
         f.add_rule(eperm, "pkey_mprotect", sc.Arg(2, sc.MASKED_EQ, PROT_EXEC, PROT_EXEC))
@@ -110,10 +111,10 @@ def _build(profile: str, exec_addr: int | None, deny_exec_remap: bool):
 
 
 @lru_cache(maxsize=None)
-def build_bpf(profile: str, exec_addr: int | None = None, deny_exec_remap: bool = False) -> bytes:
-    """The BPF program of ``profile``; ``exec_addr``: the only ``execve`` path pointer the candidate profile lets
-    through. Raises ValueError for an unknown profile, ImportError/OSError when libseccomp is missing."""
-    f = _build(profile, exec_addr, deny_exec_remap)
+def build_bpf(profile: str, exec_addrs: tuple[int, int, int] | None = None, deny_exec_remap: bool = False) -> bytes:
+    """The BPF program of ``profile``; ``exec_addrs``: the only ``execve`` path, argv and envp pointers the
+    candidate profile lets through. Raises ValueError for an unknown profile, ImportError/OSError when libseccomp is missing."""
+    f = _build(profile, exec_addrs, deny_exec_remap)
     with tempfile.TemporaryFile() as fh:
         f.export_bpf(fh)
         fh.seek(0)
