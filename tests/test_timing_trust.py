@@ -423,3 +423,30 @@ def test_pytorch_samples_below_the_profiled_calls_gpu_time_are_a_timer_mismatch(
     assert timing_floor_failure([0.036], 80.0, s) is None  # within the margin (boost clocks, a warm cache)
     assert timing_floor_failure([0.001], None, s) is None and timing_floor_failure([], 80.0, s) is None
     assert timing_floor_failure([0.001], 4.0, s) is None  # under the absolute margin: too small to judge
+
+
+def test_the_build_refuses_code_that_runs_before_or_after_the_call():
+    """The object's sections and symbols, whatever the source's spelling: ``[[gnu::constructor]]`` (which the text
+    check of ``__attribute__((constructor))`` misses), a pointer put in ``.init_array`` by a section attribute, and
+    an ifunc resolver (run by the loader before ``main``) are refused; nvcc's own registration (one ``.init_array``
+    entry in every object) is not, so honest candidates build."""
+    from cudaperf.harness.evaluate import build_candidate
+    from cudaperf.harness.static_checks import check_source, startup_code_reasons
+    from cudaperf.tasks import builtin_candidates
+
+    task = find_task(load_builtin_tasks(), "saxpy")
+    adv = Path(__file__).resolve().parent / "fixtures" / "adversarial"
+    for name, what in (("saxpy_gnu_constructor.cu", ".init_array"), ("saxpy_init_array_section.cu", ".init_array"),
+                       ("saxpy_ifunc_resolver.cu", "indirect function")):
+        code = (adv / name).read_text()
+        assert check_source(code, kind="c_function").ok, name  # the text checks miss each of them
+        b = build_candidate(task, code, HarnessSettings())
+        assert b.stage == "symbols" and any(what in r for r in b.reasons), (name, b.reasons)
+    for c in builtin_candidates():
+        if c.task_id == "saxpy" and c.label in ("fast", "slow"):
+            assert build_candidate(task, c.source, HarnessSettings()).stage == "ok", c.label
+    one = "  [14] .init_array       INIT_ARRAY      0000000000000000 001500 000008 08  WA  0   0  8\n"
+    prio = "  [ 8] .init_array.00101 INIT_ARRAY      0000000000000000 0005b0 000008 08  WA  0   0  8\n"
+    fini = "  [ 9] .fini_array       FINI_ARRAY      0000000000000000 0005b8 000008 08  WA  0   0  8\n"
+    assert startup_code_reasons(one) == [] and startup_code_reasons("") == []
+    assert startup_code_reasons(one + prio) and startup_code_reasons(one + fini)

@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 
 from cudaperf.harness.result import CompileInfo
 from cudaperf.harness.sandbox import SandboxLimits, Workdir, run_sandboxed, scrubbed_env, share_file
-from cudaperf.harness.static_checks import IMPORTS_CHECK, check_symbols, host_worker_references
+from cudaperf.harness.static_checks import IMPORTS_CHECK, check_symbols, host_worker_references, startup_code_reasons
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 DEFAULT_NVCC_FLAGS = ("-O3", "-std=c++17", "-lineinfo")
@@ -381,7 +381,10 @@ def build_c_function_candidate(code: str, driver_c: str, function_name: str, *, 
         nm = subprocess.run([tool_path("nm"), "-g", "--defined-only", str(w / "candidate.o")], capture_output=True,
                             text=True)
         undefined = subprocess.run([tool_path("nm"), "-u", str(w / "candidate.o")], capture_output=True, text=True)
-        reasons = tuple(check_symbols(nm.stdout, {function_name}) + host_worker_references(undefined.stdout))
+        sections = subprocess.run([tool_path("readelf"), "-SW", str(w / "candidate.o")], capture_output=True,
+                                  text=True)
+        reasons = tuple(check_symbols(nm.stdout, {function_name}) + host_worker_references(undefined.stdout)
+                        + startup_code_reasons(sections.stdout))
         if reasons:
             return "symbols", log, reasons, "candidate"
         objs = [_driver_object(driver_c), _probe_object()]

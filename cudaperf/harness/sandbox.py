@@ -65,8 +65,12 @@ Covered
   harness fault: it happens before the program runs, so a program cannot cause it).
 
 Not covered
-  * code of the candidate's outside the call that the text checks miss (``.init_array`` entries, attribute
-    spellings such as ``[[gnu::constructor]]``, ``ifunc``). Host threads are no longer in this list (session 21):
+  * code of the candidate's outside the call: since session 21 the build reads the object itself, whatever the
+    spelling: ``.init_array`` entries beyond nvcc's own registration (``[[gnu::constructor]]``, a pointer placed
+    there by a section attribute, prioritised constructors), ``.fini_array``/``.ctors``/``.dtors`` entries and
+    indirect functions (ifunc resolvers) are refused (``static_checks.startup_code_reasons``, ``check_symbols``).
+    What is left: code reached from the task's own function only (a lazy first-call set-up inside the call is
+    timed with it). Host threads are no longer in this list (session 21):
     the build refuses objects that import thread, timer-thread, host-callback or process starts, however the
     source spells them (``static_checks.host_worker_references``), and behind that the harness reads each timing
     window's CPU time of the run from outside it (``Control.cpu_s``) and refuses more than

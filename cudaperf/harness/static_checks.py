@@ -782,7 +782,7 @@ _HOST_WORKER_IMPORT = re.compile(
     r"^(?:pthread_create|thrd_create|timer_create|clone3?|__clone2?|fork|vfork|posix_spawnp?|system|popen"
     r"|cudaLaunchHostFunc(?:_ptsz)?|cudaStreamAddCallback(?:_ptsz)?|cuLaunchHostFunc(?:_ptsz)?|cuStreamAddCallback(?:_ptsz)?"
     r"|_ZNSt6thread\w*|_ZNSt6jthread\w*|_ZSt5async\w*)(?:@.*)?$")
-IMPORTS_CHECK = "imports v1: host threads, processes, host callbacks"
+IMPORTS_CHECK = "imports v1: host threads, processes, host callbacks; startup sections v1; ifunc v1"
 """Named in the build cache's key, so that a build judged before the check existed is judged again."""
 
 
@@ -806,6 +806,33 @@ def host_worker_references(nm_undefined: str) -> list[str]:
     return list(dict.fromkeys(reasons))
 
 
+_SECTION = re.compile(r"^\s*\[\s*\d+\]\s+(\S+)\s+\S+\s+[0-9a-fA-F]+\s+[0-9a-fA-F]+\s+([0-9a-fA-F]+)\s", re.M)
+STARTUP_SECTIONS = (".init_array", ".preinit_array", ".fini_array", ".ctors", ".dtors")
+NVCC_INIT_ENTRIES = 1
+"""nvcc puts one constructor of its own in every object (the fat binary's registration, ``__sti____cudaRegisterAll``);
+anything more in ``.init_array`` is the candidate's."""
+
+
+def startup_code_reasons(readelf_sections: str) -> list[str]:
+    """Reasons to reject an object (``readelf -SW`` output) that runs code of its own before or after the driver's
+    ``main`` however the source spelled it (``[[gnu::constructor]]``, a pointer placed in ``.init_array`` with a
+    section attribute, a destructor): more ``.init_array`` entries than nvcc's own registration, or any entry in
+    ``.preinit_array``, ``.fini_array``, ``.ctors`` or ``.dtors``. The text checks (:func:`dynamic_initializers`)
+    give the clearer message for the spellings they know; this is the boundary behind them."""
+    entries: dict[str, int] = {}
+    for name, size_hex in _SECTION.findall(readelf_sections):
+        section = "." + name.lstrip(".").split(".", 1)[0]  # .init_array.00101 (a prioritised constructor) counts too
+        if section in STARTUP_SECTIONS:
+            entries[section] = entries.get(section, 0) + int(size_hex, 16) // 8
+    reasons = []
+    for section, n in entries.items():
+        allowed = NVCC_INIT_ENTRIES if section == ".init_array" else 0
+        if n > allowed:
+            reasons.append(f"the object has {n} {section} entr{'y' if n == 1 else 'ies'} (at most {allowed}: nvcc's "
+                           "own registration): code that runs before or after the call, which candidates may not have")
+    return reasons
+
+
 def check_symbols(nm_output: str, allowed: set[str]) -> list[str]:
     """Reasons to reject an object (``nm -g --defined-only`` output) that could replace functions of the C
     library, the CUDA runtime or the harness's driver: unmangled global *functions* other than ``allowed``, and
@@ -816,6 +843,10 @@ def check_symbols(nm_output: str, allowed: set[str]) -> list[str]:
         if len(parts) < 3:
             continue
         kind, sym = parts[1], parts[2]
+        if kind == "i":  # an indirect function: its resolver runs when the program is loaded, before main
+            reasons.append(f"defines the indirect function (ifunc) {sym!r}: its resolver runs when the program is "
+                           "loaded, outside the call")
+            continue
         if sym in allowed or sym.startswith(ALLOWED_SYMBOL_PREFIXES):
             continue
         if kind in _FUNCTION_TYPES:

@@ -40,7 +40,8 @@ from cudaperf.harness.compile import (
     tool_path,
 )
 from cudaperf.harness.sandbox import share_file
-from cudaperf.harness.static_checks import IMPORTS_CHECK, StaticCheckResult, check_source, check_symbols, host_worker_references
+from cudaperf.harness.static_checks import (IMPORTS_CHECK, StaticCheckResult, check_source, check_symbols,
+                                            host_worker_references, startup_code_reasons)
 
 ENTRY = "kernel_forward"
 MAX_DIMS = 8
@@ -184,7 +185,10 @@ def build_fast_candidate(code: str, *, arch: str | None = None,
                             text=True)
         reasons = check_symbols(nm.stdout, {ENTRY})
         undefined = subprocess.run([tool_path("nm"), "-u", str(w / "candidate.o")], capture_output=True, text=True)
-        reasons += library_references(undefined.stdout) + host_worker_references(undefined.stdout)
+        sections = subprocess.run([tool_path("readelf"), "-SW", str(w / "candidate.o")], capture_output=True,
+                                  text=True)
+        reasons += (library_references(undefined.stdout) + host_worker_references(undefined.stdout)
+                    + startup_code_reasons(sections.stdout))
         if not any(line.split()[1:] == ["T", ENTRY] for line in nm.stdout.splitlines()):
             reasons.insert(0, f"does not define extern \"C\" int {ENTRY}(const TensorArg*, int, TensorArg*, int, "
                               "cudaStream_t): the fast path's entry point")
