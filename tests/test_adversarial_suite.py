@@ -96,18 +96,26 @@ def test_candidates_decided_on_the_gpu_pass_the_checks_before_it(results, name):
         assert r.compile is not None and r.compile.ok, name
 
 
-def test_a_fast_path_library_rewrites_the_runners_files_when_the_process_exits(tmp_path):
-    """The mechanism of the gap ``fast_forged_timing.cu``, shown without a GPU: loaded with ctypes as the runner
-    loads it and called once (the launch fails here, the call is what arms it), the library overwrites timing.json
-    in its working directory when the process exits, after the runner would have written its samples."""
+def test_a_fast_path_library_rewrites_the_runners_files_when_the_process_exits(tmp_path, monkeypatch):
+    """The mechanism of the gap ``fast_forged_timing.cu``, shown without a GPU: the build refuses it since session
+    21 (its static object's constructor is an ``.init_array`` entry beyond nvcc's own); built with that check off
+    (a private build cache), loaded with ctypes as the runner loads it and called once (the launch fails here, the
+    call is what arms it), the library overwrites timing.json in its working directory when the process exits,
+    after the runner would have written its samples."""
     import json
     import shutil
     import subprocess
     import sys
 
+    import cudaperf.harness.torch_fast as torch_fast
     from cudaperf.harness.torch_fast import build_fast_candidate
 
-    build = build_fast_candidate(suite.source(BY_FILE["adversarial/fast_forged_timing.cu"]))
+    code = suite.source(BY_FILE["adversarial/fast_forged_timing.cu"])
+    refused = build_fast_candidate(code)
+    assert refused.stage == "symbols" and any(".init_array" in r for r in refused.reasons), refused.reasons
+    monkeypatch.setenv("CUDAPERF_CACHE", str(tmp_path / "build-cache"))
+    monkeypatch.setattr(torch_fast, "startup_code_reasons", lambda readelf_sections: [])
+    build = build_fast_candidate(code)
     assert build.stage == "ok", build.info.log
     shutil.copy(build.exe, tmp_path / "candidate.so")
     (tmp_path / "timing.json").write_text(json.dumps({"samples_ms": [5.0, 5.1, 5.2]}))  # the runner's record

@@ -152,11 +152,13 @@ def test_every_family_variant_is_correct_through_the_dataset_measurement(tmp_pat
 ADV = Path(__file__).parent.parent / "fixtures" / "adversarial"
 
 
-def test_records_rewritten_at_the_runners_exit_are_never_read(relu_prepared):
+def test_records_rewritten_at_the_runners_exit_are_never_read(relu_prepared, tmp_path, monkeypatch):
     """fast_forged_timing.cu (a static destructor) and modelnew_forged_timing.py (an atexit handler) rewrite
     timing.json with 1 us samples when the runner exits: the harness read the samples at ``timing_done``, while the
-    runner waited, so each is timed as the honest ReLU it is. (The fast one is built directly: the static checks
-    before the build may stop it earlier; this is the run-time defence behind them.)"""
+    runner waited, so each is timed as the honest ReLU it is. (The fast one is built directly, with the build's
+    object check off in a private build cache: the static checks and, since session 21, that check stop it
+    earlier; this is the run-time defence behind them.)"""
+    import cudaperf.harness.torch_fast as torch_fast
     from cudaperf.harness.run_pytorch import run_pytorch_candidate, run_pytorch_fast, sandbox_python
     from cudaperf.harness.settings import HarnessSettings
     from cudaperf.harness.torch_fast import build_fast_candidate
@@ -167,6 +169,8 @@ def test_records_rewritten_at_the_runners_exit_are_never_read(relu_prepared):
     settings = HarnessSettings(budget_ms=300, test_timeout_s=60)
     honest = _run(relu_prepared, "relu.cu")
     code = (ADV / "fast_forged_timing.cu").read_text()
+    monkeypatch.setenv("CUDAPERF_CACHE", str(tmp_path / "build-cache"))
+    monkeypatch.setattr(torch_fast, "startup_code_reasons", lambda readelf_sections: [])
     b = build_fast_candidate(code)
     assert b.stage == "ok", b.info.log
     fast = run_pytorch_fast(relu_prepared, code, b, settings)
