@@ -107,14 +107,14 @@ def test_a_fast_path_library_rewrites_the_runners_files_when_the_process_exits(t
     import subprocess
     import sys
 
-    import cudaperf.harness.torch_fast as torch_fast
+    import cudaperf.harness.compile as compile_mod
     from cudaperf.harness.torch_fast import build_fast_candidate
 
     code = suite.source(BY_FILE["adversarial/fast_forged_timing.cu"])
     refused = build_fast_candidate(code)
     assert refused.stage == "symbols" and any(".init_array" in r for r in refused.reasons), refused.reasons
     monkeypatch.setenv("CUDAPERF_CACHE", str(tmp_path / "build-cache"))
-    monkeypatch.setattr(torch_fast, "startup_code_reasons", lambda readelf_sections: [])
+    monkeypatch.setattr(compile_mod, "startup_code_reasons", lambda readelf_sections: [])
     build = build_fast_candidate(code)
     assert build.stage == "ok", build.info.log
     shutil.copy(build.exe, tmp_path / "candidate.so")

@@ -364,6 +364,28 @@ def _cached_nvcc_build(key: str, arch: str, all_flags: tuple[str, ...],
     return BuildOutcome(exe=exe, info=info, stage=meta["stage"], reasons=tuple(meta.get("reasons", ())))
 
 
+@dataclass(frozen=True)
+class ObjectReport:
+    defined: str
+    """``nm -g --defined-only`` of the object."""
+    undefined: str
+    """``nm -u`` of the object (its imports)."""
+    reasons: list[str]
+    """Why the object is refused: C-linkage functions but ``allowed`` and reserved globals (:func:`check_symbols`),
+    imported thread, callback or process starts (:func:`host_worker_references`), code before or after the call
+    (:func:`startup_code_reasons`)."""
+
+
+def object_reasons(obj: Path, allowed: set[str]) -> ObjectReport:
+    """The checks every candidate's object gets after nvcc, read from the object whatever the source's spelling."""
+    defined = subprocess.run([tool_path("nm"), "-g", "--defined-only", str(obj)], capture_output=True, text=True)
+    undefined = subprocess.run([tool_path("nm"), "-u", str(obj)], capture_output=True, text=True)
+    sections = subprocess.run([tool_path("readelf"), "-SW", str(obj)], capture_output=True, text=True)
+    return ObjectReport(defined.stdout, undefined.stdout,
+                        check_symbols(defined.stdout, allowed) + host_worker_references(undefined.stdout)
+                        + startup_code_reasons(sections.stdout))
+
+
 def build_c_function_candidate(code: str, driver_c: str, function_name: str, *, arch: str | None = None,
                                flags: tuple[str, ...] = DEFAULT_NVCC_FLAGS) -> BuildOutcome:
     """Compile a ``c_function`` candidate, check its symbols, and link it with the driver and the probe."""
@@ -378,13 +400,7 @@ def build_c_function_candidate(code: str, driver_c: str, function_name: str, *, 
         ok, log = _nvcc_in_sandbox([*all_flags, "-c", "candidate.cu", "-o", "candidate.o"], w)
         if not ok:
             return "compile", log, (), "candidate"
-        nm = subprocess.run([tool_path("nm"), "-g", "--defined-only", str(w / "candidate.o")], capture_output=True,
-                            text=True)
-        undefined = subprocess.run([tool_path("nm"), "-u", str(w / "candidate.o")], capture_output=True, text=True)
-        sections = subprocess.run([tool_path("readelf"), "-SW", str(w / "candidate.o")], capture_output=True,
-                                  text=True)
-        reasons = tuple(check_symbols(nm.stdout, {function_name}) + host_worker_references(undefined.stdout)
-                        + startup_code_reasons(sections.stdout))
+        reasons = tuple(object_reasons(w / "candidate.o", {function_name}).reasons)
         if reasons:
             return "symbols", log, reasons, "candidate"
         objs = [_driver_object(driver_c), _probe_object()]

@@ -390,16 +390,21 @@ def _fresh_run_id() -> int:
     return RUN_ID_BASE + secrets.randbelow(RUN_ID_SPAN) if _switch("per_run_uid") else NOBODY_UID
 
 
+def _sandbox_owner(d: Path) -> tuple[int, int] | None:
+    """The owner of ``d`` when it is a sandbox user (``nobody`` or a run id), else None."""
+    try:
+        st = os.stat(d)
+    except OSError:
+        return None
+    if st.st_uid == NOBODY_UID or RUN_ID_BASE <= st.st_uid < RUN_ID_BASE + RUN_ID_SPAN:
+        return st.st_uid, st.st_gid
+    return None
+
+
 def run_owner(workdir: Path) -> tuple[int, int]:
     """The user and group a run in ``workdir`` drops to (as root): the directory's owner when :func:`make_workdir`
     gave it one of the run ids, else ``nobody``."""
-    try:
-        st = os.stat(workdir)
-    except OSError:
-        return NOBODY_UID, NOBODY_GID
-    if st.st_uid == NOBODY_UID or RUN_ID_BASE <= st.st_uid < RUN_ID_BASE + RUN_ID_SPAN:
-        return st.st_uid, st.st_gid
-    return NOBODY_UID, NOBODY_GID
+    return _sandbox_owner(workdir) or (NOBODY_UID, NOBODY_GID)
 
 
 def make_workdir(prefix: str = "cudaperf-") -> Path:
@@ -417,13 +422,8 @@ def share_file(path: Path) -> None:
     """Make a harness-written file in a working directory readable (and writable) by the user its runs drop to:
     the owner of the nearest enclosing directory that :func:`make_workdir` gave a run id, else ``nobody``."""
     if base_level() == "namespaces+nobody":
-        owner = (NOBODY_UID, NOBODY_GID)
-        for d in list(Path(path).parents)[:4]:
-            o = run_owner(d)
-            if o != (NOBODY_UID, NOBODY_GID) or os.stat(d).st_uid == NOBODY_UID:
-                owner = o
-                break
-        os.chown(path, *owner)
+        owners = (_sandbox_owner(d) for d in list(Path(path).parents)[:4])
+        os.chown(path, *next((o for o in owners if o is not None), (NOBODY_UID, NOBODY_GID)))
 
 
 def link_in(src: Path, dst: Path) -> None:

@@ -774,7 +774,7 @@ def dynamic_initializers(text: str) -> list[str]:
 
 ALLOWED_SYMBOL_PREFIXES = ("_Z", "DW.ref.", "__cudaRegisterLinkedBinary", "__nv_", "__fatbinwrap")
 RESERVED_DATA_PREFIXES = ("__", "cuda", "cupti", "CUDA", "cudaperf")
-_FUNCTION_TYPES = set("TWi")  # nm: text (code), weak, indirect function
+_FUNCTION_TYPES = set("TW")  # nm: text (code), weak (indirect functions are refused whatever their name)
 _WEAK_OBJECT_TYPES = set("Vu")  # nm: weak object, unique global
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import re
-import subprocess
 from pathlib import Path
 from typing import Sequence
 
@@ -36,12 +35,11 @@ from cudaperf.harness.compile import (
     default_arch,
     gcc_version,
     nvcc_version,
+    object_reasons,
     sha256,
-    tool_path,
 )
 from cudaperf.harness.sandbox import share_file
-from cudaperf.harness.static_checks import (IMPORTS_CHECK, StaticCheckResult, check_source, check_symbols,
-                                            host_worker_references, startup_code_reasons)
+from cudaperf.harness.static_checks import IMPORTS_CHECK, StaticCheckResult, check_source
 
 ENTRY = "kernel_forward"
 MAX_DIMS = 8
@@ -181,15 +179,9 @@ def build_fast_candidate(code: str, *, arch: str | None = None,
                                     "candidate.cu", "-o", "candidate.o"], w)
         if not ok:
             return "compile", log, (), "candidate.so"
-        nm = subprocess.run([tool_path("nm"), "-g", "--defined-only", str(w / "candidate.o")], capture_output=True,
-                            text=True)
-        reasons = check_symbols(nm.stdout, {ENTRY})
-        undefined = subprocess.run([tool_path("nm"), "-u", str(w / "candidate.o")], capture_output=True, text=True)
-        sections = subprocess.run([tool_path("readelf"), "-SW", str(w / "candidate.o")], capture_output=True,
-                                  text=True)
-        reasons += (library_references(undefined.stdout) + host_worker_references(undefined.stdout)
-                    + startup_code_reasons(sections.stdout))
-        if not any(line.split()[1:] == ["T", ENTRY] for line in nm.stdout.splitlines()):
+        obj = object_reasons(w / "candidate.o", {ENTRY})
+        reasons = obj.reasons + library_references(obj.undefined)
+        if not any(line.split()[1:] == ["T", ENTRY] for line in obj.defined.splitlines()):
             reasons.insert(0, f"does not define extern \"C\" int {ENTRY}(const TensorArg*, int, TensorArg*, int, "
                               "cudaStream_t): the fast path's entry point")
         if reasons:

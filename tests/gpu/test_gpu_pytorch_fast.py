@@ -158,7 +158,7 @@ def test_records_rewritten_at_the_runners_exit_are_never_read(relu_prepared, tmp
     runner waited, so each is timed as the honest ReLU it is. (The fast one is built directly, with the build's
     object check off in a private build cache: the static checks and, since session 21, that check stop it
     earlier; this is the run-time defence behind them.)"""
-    import cudaperf.harness.torch_fast as torch_fast
+    import cudaperf.harness.compile as compile_mod
     from cudaperf.harness.run_pytorch import run_pytorch_candidate, run_pytorch_fast, sandbox_python
     from cudaperf.harness.settings import HarnessSettings
     from cudaperf.harness.torch_fast import build_fast_candidate
@@ -170,7 +170,7 @@ def test_records_rewritten_at_the_runners_exit_are_never_read(relu_prepared, tmp
     honest = _run(relu_prepared, "relu.cu")
     code = (ADV / "fast_forged_timing.cu").read_text()
     monkeypatch.setenv("CUDAPERF_CACHE", str(tmp_path / "build-cache"))
-    monkeypatch.setattr(torch_fast, "startup_code_reasons", lambda readelf_sections: [])
+    monkeypatch.setattr(compile_mod, "startup_code_reasons", lambda readelf_sections: [])
     b = build_fast_candidate(code)
     assert b.stage == "ok", b.info.log
     fast = run_pytorch_fast(relu_prepared, code, b, settings)
