@@ -66,6 +66,10 @@
 #                 static checks; host threads through std::thread, async, thrd_create, a host callback) and the
 #                 timed ones (their window_cpu_cores in the table), the trust test of max_window_cpu_cores, and the
 #                 grouped-batch cases session 20's call did not reach
+#   tests-s22     session 21's CPU-only changes on a GPU (a user id per run, the three-pointer exec pin, the object
+#                 checks): the sandbox and trust GPU tests, the forged-records test in its new form, the adversarial
+#                 entries of the object checks and of the PyTorch run-time boundary; then trust-load for LOAD_MINUTES
+#                 (default 4) in what is left of the call
 #   tests-s20     the GPU tests written in session 20: device memory left between runs, overlap_judging's process
 #                 spans and its batch case, the adversarial entries session 20 added or changed (hangs at exit,
 #                 host work beside useless kernels: the input rule) and the trust tests
@@ -188,7 +192,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
       --max-minutes "${MINUTES:-7}" > "$OUT/$run.log" 2>&1
     echo "rc=$?" >> "$OUT/$run.log"; tail -c 800 "$OUT/$run.log"
     [ "$store" != "$OUT/$run.jsonl" ] && cp "$store" "$OUT/$run.jsonl"; gzip -f "$OUT/$run.jsonl" ;;
-  trust-load|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21)
+  trust-load|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22)
     if ls .whl/*.whl > /dev/null 2>&1; then
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
@@ -212,6 +216,20 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
         timeout "${LIMIT:-400}" python benchmarks/refine_round.py --out "$OUT/overlap" --arms round,overlap \
           --repeats "${REPEATS:-3}" > "$OUT/overlap_bench.log" 2>&1
         echo "rc=$?" >> "$OUT/overlap_bench.log"; tail -c 1500 "$OUT/overlap_bench.log" ;;
+      tests-s22)
+        nvidia-smi --query-gpu=name,clocks.sm,memory.used,temperature.gpu --format=csv > "$OUT/smi.txt" 2>&1
+        timeout "${TEST_LIMIT:-240}" python -m pytest -v -m gpu tests/gpu/test_gpu_sandbox.py tests/gpu/test_gpu_trust.py \
+          "tests/gpu/test_gpu_pytorch_fast.py::test_records_rewritten_at_the_runners_exit_are_never_read" \
+          tests/gpu/test_gpu_adversarial.py \
+          -k "test_gpu_sandbox or test_gpu_trust or rewritten_at_the_runners_exit or gnu_constructor or init_array or ifunc or forged or namespace_alias or fp32_precision_tf32 or side_stream or clock_rewrite_runtime or host_final" \
+          -p no:cacheprovider --durations=0 > "$OUT/gpu_tests_s22.log" 2>&1
+        echo "rc=$?" >> "$OUT/gpu_tests_s22.log"; tail -c 2500 "$OUT/gpu_tests_s22.log"
+        mkdir -p .device/load
+        timeout "${LIMIT:-300}" python benchmarks/load_run.py --out .device/load \
+          --max-minutes "${LOAD_MINUTES:-4}" ${LOAD_ARGS:---max-tasks 100} > "$OUT/load_run.log" 2>&1
+        echo "rc=$?" >> "$OUT/load_run.log"; tail -c 2500 "$OUT/load_run.log"
+        cp .device/load/summary.json .device/load/progress.json "$OUT/" 2>/dev/null
+        tar czf "$OUT/load_stores.tgz" -C .device load/clean.jsonl load/load.jsonl load/progress.json 2>/dev/null ;;
       tests-s21)
         CUDAPERF_ADVERSARIAL_TABLE=$OUT/adv_s21.jsonl timeout "${ADV_LIMIT:-270}" python -m pytest -v -m gpu \
           tests/gpu/test_gpu_adversarial.py -p no:cacheprovider --durations=0 \

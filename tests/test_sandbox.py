@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -288,3 +289,26 @@ def test_each_working_directory_gets_a_user_of_its_own(monkeypatch):
     monkeypatch.setenv("CUDAPERF_SANDBOX", "-per_run_uid")
     with Workdir() as c:
         assert run_owner(c)[0] == NOBODY_UID and _sh("id -u", c).stdout.split() == [str(NOBODY_UID)]
+
+
+def test_a_run_under_a_user_id_of_its_own_has_a_user_name(tmp_path):
+    """A per-run uid has no entry in the password database, so ``getpass.getuser()`` raised KeyError in the run
+    unless USER or LOGNAME names one; torch's profiler reached it on the H200 (session 22) and every PyTorch
+    candidate was unscored. The sandbox's environment names a user; the password database still has none (the
+    control: ``pwd.getpwuid`` raises, so the name comes from the environment)."""
+    from cudaperf.harness.sandbox import NOBODY_UID, run_owner, share_file
+
+    if base_level() != "namespaces+nobody":
+        pytest.skip("the harness does not run as root here: runs keep the harness's user")
+    script = ("import getpass, os, pwd\nprint(getpass.getuser())\n"
+              "try:\n    pwd.getpwuid(os.getuid())\n    print('in the database')\n"
+              "except KeyError:\n    print('not in the database')\n")
+    with Workdir() as w:
+        (w / "u.py").write_text(script)
+        share_file(w / "u.py")
+        r = run_sandboxed([sys.executable, "-I", "u.py"], w)
+        assert r.returncode == 0, r.describe()
+        name, db = r.stdout.splitlines()
+        assert name == "cudaperf-run"
+        if run_owner(w)[0] != NOBODY_UID:  # a per-run id: no account has it
+            assert db == "not in the database"

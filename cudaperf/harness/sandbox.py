@@ -450,6 +450,11 @@ def scrubbed_env(workdir: Path, extra: Mapping[str, str] | None = None) -> dict[
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": str(workdir),
         "TMPDIR": str(workdir),
+        # A user name for getpass.getuser(), which reads these before the password database: a per-run uid has
+        # no entry there, and torch's profiler (through torch._dynamo's config) raised KeyError under one on the
+        # H200, so every PyTorch candidate was unscored. Not a name any account has.
+        "USER": "cudaperf-run",
+        "LOGNAME": "cudaperf-run",
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         # One CPU thread for OpenMP/BLAS pools: a PyTorch runner otherwise starts one per core at import, and

@@ -159,7 +159,12 @@ def main():
         seen = any(e.device_type == torch.autograd.DeviceType.CUDA for e in prof.events())
         os.write(ctl, b"probe 1\n" if seen else b"probe 0 no kernel seen\n")
     except Exception as exc:
-        os.write(ctl, f"probe 0 {type(exc).__name__}".encode()[:200] + b"\n")
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        where = f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}" if tb is not None else ""
+        why = f"{type(exc).__name__}: {exc}{where}".replace("\n", " ")
+        os.write(ctl, f"probe 0 {why}".encode()[:240] + b"\n")
     if job.get("mode", "fast") == "fast":
         lib = ctypes.CDLL(os.path.abspath("candidate.so"), mode=ctypes.RTLD_LOCAL)
         fn = lib.kernel_forward
