@@ -70,6 +70,9 @@
 #                 checks): the sandbox and trust GPU tests, the forged-records test in its new form, the adversarial
 #                 entries of the object checks and of the PyTorch run-time boundary; then trust-load for LOAD_MINUTES
 #                 (default 4) in what is left of the call
+#   prebuild      session 22's ModelNew builds ahead (HarnessSettings.prebuild_modelnew): its GPU test, then
+#                 benchmarks/modelnew_prebuild.py (PREBUILD_CANDIDATES, default 6, in each arm: built in the GPU run
+#                 against built ahead, side by side)
 #   tests-s20     the GPU tests written in session 20: device memory left between runs, overlap_judging's process
 #                 spans and its batch case, the adversarial entries session 20 added or changed (hangs at exit,
 #                 host work beside useless kernels: the input rule) and the trust tests
@@ -192,7 +195,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
       --max-minutes "${MINUTES:-7}" > "$OUT/$run.log" 2>&1
     echo "rc=$?" >> "$OUT/$run.log"; tail -c 800 "$OUT/$run.log"
     [ "$store" != "$OUT/$run.jsonl" ] && cp "$store" "$OUT/$run.jsonl"; gzip -f "$OUT/$run.jsonl" ;;
-  trust-load|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22)
+  trust-load|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22|prebuild)
     if ls .whl/*.whl > /dev/null 2>&1; then
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
@@ -216,6 +219,15 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
         timeout "${LIMIT:-400}" python benchmarks/refine_round.py --out "$OUT/overlap" --arms round,overlap \
           --repeats "${REPEATS:-3}" > "$OUT/overlap_bench.log" 2>&1
         echo "rc=$?" >> "$OUT/overlap_bench.log"; tail -c 1500 "$OUT/overlap_bench.log" ;;
+      prebuild)
+        timeout "${TEST_LIMIT:-200}" python -m pytest -v -s -m gpu \
+          "tests/gpu/test_gpu_pytorch_fast.py::test_a_modelnew_built_ahead_runs_without_building_again" \
+          -p no:cacheprovider --durations=0 > "$OUT/gpu_prebuild.log" 2>&1
+        echo "rc=$?" >> "$OUT/gpu_prebuild.log"; tail -c 1500 "$OUT/gpu_prebuild.log"
+        timeout "${LIMIT:-360}" python benchmarks/modelnew_prebuild.py --out "$OUT/prebuild" \
+          --candidates "${PREBUILD_CANDIDATES:-6}" > "$OUT/prebuild_bench.log" 2>&1
+        echo "rc=$?" >> "$OUT/prebuild_bench.log"; tail -c 2000 "$OUT/prebuild_bench.log"
+        rm -rf "$OUT"/prebuild/cache-* ;;
       tests-s22)
         nvidia-smi --query-gpu=name,clocks.sm,memory.used,temperature.gpu --format=csv > "$OUT/smi.txt" 2>&1
         timeout "${TEST_LIMIT:-240}" python -m pytest -v -m gpu tests/gpu/test_gpu_sandbox.py tests/gpu/test_gpu_trust.py \

@@ -308,6 +308,7 @@ def test_print_helper_format(tmp_path):
     assert cmps[0].message == "ok (identical)"  # byte-for-byte the expected format
 
 
+@pytest.mark.slow  # 110 s on two cores: all 233 C references built and run (the GPU suite runs them too)
 @needs_data
 @needs_gxx
 def test_cpu_reference_reproduces_expected_outputs(tasks, tmp_path):
@@ -330,6 +331,7 @@ def test_cpu_reference_reproduces_expected_outputs(tasks, tmp_path):
     assert n_pass >= len(tasks) - len(CPU_ALLOWED_FAILURES)
 
 
+@pytest.mark.slow  # 30 s on two cores: every program through nvcc (bt-full builds them on the GPU machine)
 @needs_data
 @needs_nvcc
 def test_cuda_programs_compile(tasks, tmp_path):

@@ -169,6 +169,7 @@ def test_cli_train_score_and_eval(labelled, tmp_path):
     assert d["pairwise_accuracy"] == d["splits"]["task"]["models"]["mlp_paper"]["pairwise_accuracy"]
 
 
+@pytest.mark.slow  # 39 s on two cores: nvcc over the training tasks for the compiler tier
 def test_paper_plus_compiler_tier(tmp_path):
     """An MLP on the paper + compiler features (nvcc compiles each candidate; the table is stored and reused)."""
     from cudaperf.dataset.features import compute_features, load_features

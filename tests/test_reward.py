@@ -64,6 +64,7 @@ def _good():
     return next(c for c in builtin_candidates() if c.task_id == "saxpy" and c.label == "fast").source
 
 
+@pytest.mark.slow  # 50 s on two cores; test_one_evaluation_per_task_and_code goes through the harness too
 def test_rewards_through_the_real_harness_without_a_gpu():
     task = _task()
     rw = HarnessRewards([task], settings=RewardSettings(preset="verifiable"))

@@ -25,6 +25,7 @@ def _tiny_model_and_tokenizer():
     return LlamaForCausalLM(cfg), hf
 
 
+@pytest.mark.slow  # 49 s on two cores; tests/test_grpo.py trains GRPO end to end in the default run
 def test_grpo_step_with_cudaperf_rewards(tmp_path):
     from datasets import Dataset as HFDataset
     from trl import GRPOConfig, GRPOTrainer

@@ -12,7 +12,8 @@ profiled call): the set-up overlaps, the GPU work never does. Their start-up cou
 are prepared (background steps) while this task's candidates run, and its baseline and runners start as soon as
 this task's last candidates have taken their runner slots. Untrusted candidates run one at a time, and nothing
 of the next task overlaps them. Fast-path builds (sandboxed nvcc, at niceness 19, paused while anything is
-timed) run ahead of the GPU workers on half the cores.
+timed) run ahead of the GPU workers on half the cores, and so do ``ModelNew`` modules' extension builds with
+``HarnessSettings.prebuild_modelnew`` (:mod:`cudaperf.harness.modelnew_build`).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
     from cudaperf.harness.extract import extract_code
     from cudaperf.harness.pytorch_reference import prepare_pytorch, time_reference
     from cudaperf.harness.run_pytorch import evaluate_pytorch
+    from cudaperf.harness.modelnew_build import prebuild_modelnew
+    from cudaperf.harness.pytorch_checks import check_pytorch_candidate
     from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate
     from cudaperf.tasks.inputs import fresh_seed
 
@@ -93,8 +96,9 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
     lock = threading.Lock()
 
     def build(completion: str):
-        """Build a fast-path unit ahead (evaluate_pytorch then finds it in the cache); other forms, and
-        candidates that fail the checks, are left to evaluate_pytorch."""
+        """Build a fast-path unit, or (``settings.prebuild_modelnew``) a ``ModelNew`` module's extensions, ahead
+        (evaluate_pytorch then finds it in the cache); candidates that fail the checks are left to
+        evaluate_pytorch."""
         code = extract_code(completion).code
         out = None
         if code is not None and not _MODELNEW.search(code) and check_fast_candidate(code).ok:
@@ -103,6 +107,10 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
                     out = build_fast_candidate(code, arch=settings.arch, flags=settings.nvcc_flags)
             except ToolchainError:
                 out = None  # evaluate_pytorch meets it again and makes the result unscored
+        elif code is not None and settings.prebuild_modelnew and _MODELNEW.search(code) \
+                and check_pytorch_candidate(code).ok:
+            with compile_priority(19):
+                out = prebuild_modelnew(code, arch=settings.arch)
         with lock:
             n_built[0] += 1
             if progress:

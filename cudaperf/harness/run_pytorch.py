@@ -32,7 +32,7 @@ from cudaperf.harness.compile import BuildOutcome, ToolchainError
 from cudaperf.harness.environment import device_for_child
 from cudaperf.harness.pytorch_reference import PreparedPyTorch, compare_outputs
 from cudaperf.harness.quiet import HOST
-from cudaperf.harness.result import Failure, FailureKind, Stage, TimingStats
+from cudaperf.harness.result import CompileInfo, Failure, FailureKind, Stage, TimingStats
 from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, Workdir, copy_in, run_sandboxed, scrubbed_env,
                                       share_file)
 from cudaperf.harness.settings import HarnessSettings, speedup_flag
@@ -97,7 +97,7 @@ _KERNEL = re.compile(KERNEL_DEF_PATTERN)  # on the raw source: a ModelNew module
 def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: HarnessSettings,
                           gpu_index: int | None = None, *, build: BuildOutcome | None = None,
                           gpu_lock: AbstractContextManager | None = None,
-                          phases_s: dict[str, float] | None = None) -> PyTorchOutcome:
+                          phases_s: dict[str, float] | None = None, prebuilt: Path | None = None) -> PyTorchOutcome:
     """Run a candidate on ``prepared``'s trials, then time it: a built fast-path library (``build``), or, without
     one, KernelBench-style Python source defining ``ModelNew`` (statically checked first; its ``load_inline``
     extension builds inside the sandboxed process, with nvcc and ninja on its PATH).
@@ -108,10 +108,13 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
     trusted candidates (a dataset's own variants): an untrusted one could leave work running between phases.
 
     ``phases_s``: filled with the seconds each phase took (the runner's start-up, waits for the GPU lock, trials,
-    judging, timing, the profiled call), for the measurement's own accounting."""
+    judging, timing, the profiled call), for the measurement's own accounting.
+
+    ``prebuilt``: a ``ModelNew`` module's extensions built ahead (:mod:`cudaperf.harness.modelnew_build`), copied
+    into the run at the path they were built at, so that its ``load_inline`` calls only load them."""
     import torch
 
-    from cudaperf.harness.compile import cuda_home
+    from cudaperf.harness.modelnew_build import install_prebuilt, modelnew_env
     from cudaperf.harness.pytorch_checks import check_pytorch_candidate
 
     mode = "fast" if build is not None else "modelnew"
@@ -130,8 +133,7 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
                               0.0)
     extra = {"CUDA_VISIBLE_DEVICES": device_for_child(gpu_index)} if gpu_index is not None else {}
     if mode == "modelnew":  # load_inline needs nvcc and ninja
-        extra["PATH"] = f"{Path(py).parent}:{cuda_home() / 'bin'}:/usr/local/bin:/usr/bin:/bin"
-        extra["CUDA_HOME"] = str(cuda_home())
+        extra.update(modelnew_env(py, settings.arch, prebuilt=prebuilt is not None))
     state: dict = {}
     gpu = gpu_lock if gpu_lock is not None else nullcontext()
     with Workdir(prefix="cudaperf-torch-") as w, ExitStack() as stack:
@@ -141,6 +143,8 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
         else:
             (w / "candidate.py").write_text(code)
             share_file(w / "candidate.py")
+            if prebuilt is not None:
+                install_prebuilt(prebuilt, w)
         copy_in(RUNNER, w, "torch_runner.py")
         copy_in(PACK, w, "tensor_pack.py")
         try:  # memory sized by the trusted outputs: a shortage is the harness's, never the candidate's
@@ -153,6 +157,7 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
         stack.callback(outputs.close)
         (w / "job.json").write_text(json.dumps({
             "mode": mode, "n_trials": n, "l2_flush_bytes": _l2_flush_bytes(),
+            "ext": "ext" if prebuilt is not None and mode == "modelnew" else None,
             "specs": [[{"shape": list(s.shape), "dtype": s.dtype} for s in t.specs] for t in prepared.trials],
             "inputs_fd": in_fd, "outputs_fd": outputs.fd, "outputs_bytes": outputs.nbytes,
             "slots": outputs.slots}))
@@ -518,8 +523,11 @@ def _recheck_timed(prepared: PreparedPyTorch, w: Path, outputs: _Outputs, seeds:
 
 def check_and_build(task, code: str | None, res, settings: HarnessSettings):
     """The steps of a PyTorch candidate before any run: its form's static checks (a fast-path unit or a ``ModelNew``
-    module) and the fast path's build. Returns ``(result, finished, modelnew, build)``; ``finished``: the result is
-    final (no code, rejected, not compiled, or a toolchain fault)."""
+    module) and the fast path's build, or, with ``settings.prebuild_modelnew``, a ``ModelNew`` module's extensions
+    built ahead (:func:`cudaperf.harness.modelnew_build.prebuild_modelnew`). Returns ``(result, finished, modelnew,
+    build)``: ``build`` the fast path's :class:`BuildOutcome`, or a module's
+    :class:`~cudaperf.harness.modelnew_build.ModelNewBuild` (None when nothing was built ahead); ``finished``: the
+    result is final (no code, rejected, not compiled, or a toolchain fault)."""
     from dataclasses import replace
 
     from cudaperf.harness.evaluate import compile_failure, unscored
@@ -536,7 +544,24 @@ def check_and_build(task, code: str | None, res, settings: HarnessSettings):
                         failure=Failure(FailureKind.STATIC_CHECK, "; ".join(chk.reasons))), True, modelnew, None)
     res = replace(res, stage=Stage.CHECKED)
     if modelnew:
-        return res, False, True, None
+        if not settings.prebuild_modelnew:
+            return res, False, True, None
+        from cudaperf.harness.compile import default_arch
+        from cudaperf.harness.modelnew_build import COMPILER, cuda_arch_list, prebuild_modelnew
+
+        pre = prebuild_modelnew(code, arch=settings.arch)
+        res = replace(res, durations_s={**res.durations_s, "compile_s": round(pre.seconds, 4)})
+        if pre.status == "none":
+            return res, False, True, None
+        arch = settings.arch or default_arch()
+        info = CompileInfo(ok=pre.status == "ok", compiler=COMPILER,
+                           flags=(f"TORCH_CUDA_ARCH_LIST={cuda_arch_list(arch)}",), arch=arch, toolchain="",
+                           log=pre.message, cached=pre.cached, seconds=pre.seconds)
+        res = replace(res, compile=info)
+        if pre.status == "build_error":
+            return replace(res, failure=Failure(FailureKind.COMPILE_ERROR, pre.message or "load_inline failed")), \
+                True, True, pre
+        return replace(res, stage=Stage.COMPILED), False, True, pre
     try:
         build = build_fast_candidate(code, arch=settings.arch, flags=settings.nvcc_flags)
     except ToolchainError as exc:  # nvcc or gcc missing or broken: the harness's fault
@@ -587,8 +612,9 @@ def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candid
         if prepared is None:
             prepared = prepare_pytorch(task, fresh_seed(), device="cuda")
         phases: dict[str, float] = {}
-        out = run_pytorch_candidate(prepared, code, settings, gpu_index, build=build, gpu_lock=gpu_lock,
-                                    phases_s=phases)
+        out = run_pytorch_candidate(prepared, code, settings, gpu_index, build=None if modelnew else build,
+                                    gpu_lock=gpu_lock, phases_s=phases,
+                                    prebuilt=build.ext if modelnew and build is not None else None)
         durations.update({k: round(v, 4) for k, v in phases.items()})
         eager = baseline
         if eager is None and out.correct:

@@ -258,6 +258,11 @@ class SandboxLimits:
     program has this long to end; past it, it is killed and the run says so (``limit``; ``exit_overrun``). None:
     it may run on to ``wall_s``. Code of the candidate's that runs at exit (a function-local static's destructor)
     otherwise holds the run, and the GPU worker with it, until the wall-clock backstop."""
+    gpu_devices: bool = True
+    """Bind the GPU's device nodes (``/dev/nvidia*``) into the private root. False for candidate code that runs
+    beside other candidates' timing and has no business on the GPU (a ``ModelNew`` module's extension build,
+    :mod:`cudaperf.harness.modelnew_build`): without the nodes it cannot open the GPU whatever its environment
+    says. Only the private root can leave them out; a run without one sees the host's ``/dev``."""
 
     @property
     def memory(self) -> int:
@@ -565,8 +570,10 @@ def _bind_plan(argv0: str, workdir: Path, extra_ro: Sequence[str]) -> tuple[list
     return links, kept
 
 
-def _dev_nodes() -> list[str]:
+def _dev_nodes(gpu: bool = True) -> list[str]:
     nodes = [d for d in DEV_NODES if os.path.exists(d)]
+    if not gpu:
+        return nodes
     try:
         nodes += sorted(os.path.join("/dev", n) for n in os.listdir("/dev") if n.startswith("nvidia"))
     except OSError:
@@ -930,6 +937,77 @@ def _landlock_works() -> str | None:
     return _probe(_Plan("probe", base_level(), True, False, True, None, None, False))
 
 
+def private_tmp_available() -> bool:
+    """Whether sandboxed runs get a private root (so a private ``/tmp`` of their own, and device nodes the harness
+    chooses): a fixed path under ``/tmp`` is then each run's alone."""
+    return _plan(SandboxLimits(), None).private_root
+
+
+def copy_untrusted_tree(src: Path, dst: Path, *, max_bytes: int, max_files: int = 10_000) -> str | None:
+    """Copy a directory tree that a sandboxed program wrote (``src``) to ``dst``, which must not exist: regular
+    files and directories only (a symbolic link, FIFO or device is left out: the harness, as root, would otherwise
+    read a host file through it, or hang), never following a link, with each file's modification time (a build
+    tool's up-to-date checks read them). Returns None, or why the tree was not copied (too large, too many
+    files, ``src`` not a directory); ``dst`` is then removed."""
+    import stat as st_mod
+
+    total, files = 0, 0
+
+    def walk(s_fd: int, d: Path) -> str | None:
+        nonlocal total, files
+        d.mkdir(mode=0o755)
+        with os.scandir(s_fd) as it:
+            entries = [(e.name, e.stat(follow_symlinks=False)) for e in it]
+        for name, st in entries:
+            files += 1
+            if files > max_files:
+                return f"more than {max_files} files"
+            if st_mod.S_ISDIR(st.st_mode):
+                try:
+                    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=s_fd)
+                except OSError:
+                    continue  # replaced by a link since the listing: left out
+                try:
+                    why = walk(fd, d / name)
+                finally:
+                    os.close(fd)
+                if why:
+                    return why
+            elif st_mod.S_ISREG(st.st_mode):
+                try:
+                    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=s_fd)
+                except OSError:
+                    continue
+                try:
+                    fst = os.fstat(fd)
+                    if not st_mod.S_ISREG(fst.st_mode):
+                        continue
+                    total += fst.st_size
+                    if total > max_bytes:
+                        return f"more than {max_bytes} bytes"
+                    os.set_blocking(fd, True)
+                    out = d / name
+                    with os.fdopen(os.dup(fd), "rb") as fin, open(out, "wb") as fout:
+                        shutil.copyfileobj(fin, fout, 1 << 20)
+                    os.chmod(out, 0o755 if fst.st_mode & 0o111 else 0o644)
+                    os.utime(out, ns=(fst.st_atime_ns, fst.st_mtime_ns))
+                finally:
+                    os.close(fd)
+        return None
+
+    try:
+        top = os.open(src, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"{Path(src).name} is not a directory ({errno.errorcode.get(exc.errno, exc.errno)})"
+    try:
+        why = walk(top, Path(dst))
+    finally:
+        os.close(top)
+    if why is not None:
+        shutil.rmtree(dst, ignore_errors=True)
+    return why
+
+
 def _probe(plan: _Plan) -> str | None:
     with Workdir(prefix="cudaperf-probe-") as w:
         try:
@@ -1199,7 +1277,8 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
         os.set_blocking(report_r, False)
         spec: dict = {"cwd": str(workdir), "init": level != "session", "report_fd": report_w,
                       "drop": list(run_owner(workdir)) if level == "namespaces+nobody" else None,
-                      "rw": [str(workdir)], "dev_nodes": _dev_nodes(), "tmp_bytes": int(limits.tmp_bytes)}
+                      "rw": [str(workdir)], "dev_nodes": _dev_nodes(gpu=limits.gpu_devices),
+                      "tmp_bytes": int(limits.tmp_bytes)}
         if plan.private_root or plan.landlock:
             links, ops = _bind_plan(argv[0] if argv else "", workdir, limits.ro_paths)
             if plan.private_root:

@@ -43,6 +43,12 @@ class HarnessSettings:
     the harness still judges the previous one's outputs (comparison, evidence, timing records): no two candidate
     processes ever exist at once, so this is safe for a policy's samples, unlike ``pipeline_candidates``. The
     next candidate's timing still waits until the previous one is judged. Off until measured on a GPU."""
+    prebuild_modelnew: bool = False
+    """Build a ``ModelNew`` module's ``load_inline`` extensions on the CPU pool before its GPU run, in a sandbox
+    without the GPU's device nodes, and hand the GPU run the built tree (:mod:`cudaperf.harness.modelnew_build`):
+    the build (about a minute) no longer holds the GPU worker. Where it cannot (no private root, a torch without
+    CUDA, no ninja) or the module needs the GPU as it loads, the GPU run builds as before. A build error found
+    ahead is the candidate's ``compile_error``. Off until measured on a GPU."""
     pytorch_runners: int = 4
     """With ``pipeline_candidates``: PyTorch runner processes alive at once per GPU, taking turns on it
     (:mod:`cudaperf.harness.batch_pytorch`). A runner's start-up takes seconds and its GPU turn a fraction of one, so

@@ -221,3 +221,34 @@ def test_honest_candidates_pass_the_recheck_on_perturbed_inputs(relu_prepared):
     for _ in range(3):
         out = _run(relu_prepared, "relu.cu")
         assert out.correct and out.timing is not None, out.failure
+
+
+def test_a_modelnew_built_ahead_runs_without_building_again(relu_prepared, tmp_path, monkeypatch):
+    """``HarnessSettings.prebuild_modelnew``: the ReLU module's extension is built on the CPU, in a sandbox without
+    the GPU's nodes, and its GPU run loads the tree (``phases_s`` says how long the runner took to get ready, with
+    and without the tree; the speed itself is benchmarks/modelnew_prebuild.py's). A module that uses the GPU as it
+    loads is left to its GPU run, and is still judged correct there."""
+    from cudaperf.harness.modelnew_build import prebuild_modelnew, prebuild_unavailable
+    from cudaperf.harness.run_pytorch import run_pytorch_candidate, sandbox_python
+    from cudaperf.harness.settings import HarnessSettings
+
+    _, why = sandbox_python()
+    if why or prebuild_unavailable():
+        pytest.skip(why or prebuild_unavailable())
+    monkeypatch.setenv("CUDAPERF_CACHE", str(tmp_path / "cache"))
+    settings = HarnessSettings(budget_ms=300, test_timeout_s=60, prebuild_modelnew=True)
+    code = (Path(__file__).parent.parent / "fixtures" / "pytorch" / "relu_modelnew.py").read_text()
+    pre = prebuild_modelnew(code)
+    assert pre.status == "ok" and pre.ext is not None, pre.message
+    warm: dict[str, float] = {}
+    out = run_pytorch_candidate(relu_prepared, code, settings, prebuilt=pre.ext, phases_s=warm)
+    assert out.correct, out.failure
+    cold: dict[str, float] = {}
+    out_cold = run_pytorch_candidate(relu_prepared, code, settings, phases_s=cold)
+    assert out_cold.correct, out_cold.failure
+    print(f"prebuild {pre.build_s} s; runner start-up with the tree {warm.get('startup_s'):.1f} s, "
+          f"without {cold.get('startup_s'):.1f} s")
+    gpu_at_import = code.replace("ext = load_inline(", "assert torch.cuda.is_available()\next = load_inline(")
+    left = prebuild_modelnew(gpu_at_import)
+    assert left.status == "none" and left.ext is None, left
+    assert run_pytorch_candidate(relu_prepared, gpu_at_import, settings).correct

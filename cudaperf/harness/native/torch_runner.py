@@ -5,11 +5,13 @@ cudaperf). Files in the directory:
 
     job.json        {"mode": "fast" | "modelnew", "n_trials", "specs": [[{"shape", "dtype"}, ...] per trial],
                      "l2_flush_bytes", "inputs_fd", "outputs_fd", "outputs_bytes",
-                     "slots": [[byte offset of output i] per trial]}
+                     "slots": [[byte offset of output i] per trial], "ext": "ext" | null}
     tensor_pack.py  the memory-file format (cudaperf.harness.native.tensor_pack, copied here)
     candidate.so    the built fast-path library (mode fast), or
     candidate.py    a KernelBench-style module defining ModelNew (mode modelnew), built under the reference's
                     init seed from the same init inputs
+    ext/            (mode modelnew, when its extensions were built ahead: cudaperf.harness.modelnew_build) the
+                    built tree, copied to TORCH_EXTENSIONS_DIR before the module runs
 
 Tensors travel in two inherited descriptors, memory files rather than files on disk (KernelBench's largest
 problems hold 6.4 GB a tensor):
@@ -182,6 +184,11 @@ def main():
             b = (TensorArg * max(1, len(outs)))(*[arg(t) for t in outs])
             return fn(a, len(ins), b, len(outs), torch.cuda.current_stream().cuda_stream), outs
     else:  # KernelBench style: candidate.py defines ModelNew (its extension builds when the module runs)
+        root = os.environ.get("TORCH_EXTENSIONS_DIR")
+        if job.get("ext") and root and not os.path.exists(root):  # built ahead at this path: ninja finds it up
+            import shutil                                          # to date, so load_inline only loads it
+
+            shutil.copytree(job["ext"], root)
         ns = {"__name__": "cudaperf_candidate"}
         exec(compile(open("candidate.py").read(), "candidate.py", "exec"), ns)
         torch.manual_seed(INIT_SEED)
