@@ -54,10 +54,14 @@ Covered
     session 21: a fresh id per working directory, :data:`RUN_ID_BASE`; ``nobody`` with the switch off), so it
     cannot write what it is given read-only, cannot read the harness's files mode 0700 (the expected outputs never
     exist as files in the first place), cannot touch another run's files or processes, and ``RLIMIT_NPROC``
-    counts its own processes and threads alone;
+    counts its own processes and threads alone. Such an id has no entry in the password database, so the
+    environment names a user (USER, LOGNAME: ``getpass.getuser()`` reads them first; torch's profiler raised
+    KeyError without them on the H200 in session 22, and every PyTorch candidate was unscored);
+  * the GPU's device nodes only where the run may use the GPU (``gpu_devices``; a ``ModelNew`` module's extension
+    build ahead of its GPU run, beside other candidates' timing, gets none);
   * rlimits: CPU seconds, file size (an output flood dies with SIGXFSZ), process count, core dumps off;
-  * a scrubbed environment: only PATH, HOME/TMPDIR (the private directory), LANG, the CUDA device selection and
-    the loader path the CUDA driver needs;
+  * a scrubbed environment: only PATH, HOME/TMPDIR (the private directory), USER/LOGNAME, LANG, the CUDA device
+    selection and the loader path the CUDA driver needs;
   * stdout and stderr go to files in the private directory and only a trimmed prefix is read back.
 
   Every limit that ends a run is the candidate's failure: :meth:`SandboxRun.describe` names it (``limit``). A
