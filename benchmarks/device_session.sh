@@ -70,9 +70,9 @@
 #                 checks): the sandbox and trust GPU tests, the forged-records test in its new form, the adversarial
 #                 entries of the object checks and of the PyTorch run-time boundary; then trust-load for LOAD_MINUTES
 #                 (default 4) in what is left of the call
-#   prebuild      session 22's ModelNew builds ahead (HarnessSettings.prebuild_modelnew): its GPU test, then
-#                 benchmarks/modelnew_prebuild.py (PREBUILD_CANDIDATES, default 6, in each arm: built in the GPU run
-#                 against built ahead, side by side)
+#   prebuild      session 22's PyTorch start-up work (HarnessSettings.prebuild_modelnew, prestart_runners): their
+#                 GPU tests, then benchmarks/modelnew_prebuild.py (PREBUILD_CANDIDATES, default 4, in each arm:
+#                 built in the GPU run, built ahead, built ahead with runners started ahead, side by side)
 #   tests-s20     the GPU tests written in session 20: device memory left between runs, overlap_judging's process
 #                 spans and its batch case, the adversarial entries session 20 added or changed (hangs at exit,
 #                 host work beside useless kernels: the input rule) and the trust tests
@@ -220,12 +220,13 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
           --repeats "${REPEATS:-3}" > "$OUT/overlap_bench.log" 2>&1
         echo "rc=$?" >> "$OUT/overlap_bench.log"; tail -c 1500 "$OUT/overlap_bench.log" ;;
       prebuild)
-        timeout "${TEST_LIMIT:-200}" python -m pytest -v -s -m gpu \
+        timeout "${TEST_LIMIT:-240}" python -m pytest -v -s -m gpu \
           "tests/gpu/test_gpu_pytorch_fast.py::test_a_modelnew_built_ahead_runs_without_building_again" \
+          "tests/gpu/test_gpu_pytorch_fast.py::test_prestarted_runners_keep_every_verdict" \
           -p no:cacheprovider --durations=0 > "$OUT/gpu_prebuild.log" 2>&1
         echo "rc=$?" >> "$OUT/gpu_prebuild.log"; tail -c 1500 "$OUT/gpu_prebuild.log"
         timeout "${LIMIT:-360}" python benchmarks/modelnew_prebuild.py --out "$OUT/prebuild" \
-          --candidates "${PREBUILD_CANDIDATES:-6}" > "$OUT/prebuild_bench.log" 2>&1
+          --candidates "${PREBUILD_CANDIDATES:-4}" > "$OUT/prebuild_bench.log" 2>&1
         echo "rc=$?" >> "$OUT/prebuild_bench.log"; tail -c 2000 "$OUT/prebuild_bench.log"
         rm -rf "$OUT"/prebuild/cache-* ;;
       tests-s22)

@@ -54,11 +54,16 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
                       settings: HarnessSettings, seed_of: Callable[[str], int] | None = None,
                       gpus: Sequence[int] | None = None, progress: Callable[[str, int, int], None] | None = None,
                       max_seconds: float | None = None, compile_baseline: bool = False,
-                      parallel: int = 1) -> PyTorchBatchSummary:
+                      parallel: int = 1, prestart: bool = False) -> PyTorchBatchSummary:
     """Evaluate ``jobs`` (:class:`~cudaperf.harness.executor.Job` of PyTorch tasks, task by task in their order)
     and append one result per job to ``store``; jobs with a scored result there already are skipped.
     ``seed_of(task_id)``: the seed of a task's trials (default: a fresh one per task). Without a GPU every job is
-    still checked and built, and its result is unscored with the reason."""
+    still checked and built, and its result is unscored with the reason.
+
+    ``prestart`` (with ``parallel`` 1: candidates that are not trusted): two runners per GPU, the next one's
+    trusted set-up beside the current one's run, its code loading only once the current one's process is gone
+    (``HarnessSettings.prestart_runners``; :func:`~cudaperf.harness.run_pytorch.run_pytorch_candidate`'s
+    ``load_lock``). A task's candidates still all end before the next task's baseline is timed."""
     import torch
 
     from cudaperf.harness.compile import ToolchainError, compile_priority
@@ -161,7 +166,9 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
         candidates run, and its baseline and candidates start once this task's last candidates hold the runner
         slots, so the GPU does not idle while runners of one task start up or shut down."""
         gpu_lock = threading.Lock()
-        runs = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix=f"cudaperf-torch-gpu{gpu}")
+        load_lock = threading.Lock() if prestart and parallel <= 1 else None
+        runs = ThreadPoolExecutor(max_workers=2 if load_lock is not None else max(1, parallel),
+                                  thread_name_prefix=f"cudaperf-torch-gpu{gpu}")
         ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"cudaperf-torch-prep{gpu}")
         in_flight: list[Future] = []
         tw = time.monotonic()
@@ -223,7 +230,7 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
                     for j in task_jobs:
                         f = runs.submit(evaluate_pytorch, task, j.completion, settings, candidate_id=j.candidate_id,
                                         prepared=prep, gpu_index=gpu, baseline=eager, compiled_baseline=compiled,
-                                        gpu_lock=gpu_lock if parallel > 1 else None)
+                                        gpu_lock=gpu_lock if parallel > 1 else None, load_lock=load_lock)
                         f.add_done_callback(done)
                         in_flight.append(f)
                     if parallel <= 1 or defer:  # untrusted candidates: nothing of the next task overlaps them

@@ -156,7 +156,8 @@ def _run_batch(tasks, jobs, store, *, settings: HarnessSettings, gpus, compile_w
         left = None if max_seconds is None else max(0.0, max_seconds - (time.monotonic() - t_all))
         pt = run_pytorch_batch(by_id, torch_jobs, store, settings=settings, seed_of=seed_of, gpus=gpus,
                                progress=progress, max_seconds=left, compile_baseline=compile_baseline,
-                               parallel=max(1, settings.pytorch_runners) if settings.pipeline_candidates else 1)
+                               parallel=max(1, settings.pytorch_runners) if settings.pipeline_candidates else 1,
+                               prestart=settings.prestart_runners)
         latest = store.latest()
         pt_results = tuple(latest[(j.task_id, j.candidate_id)] for j in torch_jobs
                            if (j.task_id, j.candidate_id) in latest)

@@ -27,6 +27,7 @@ from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
+from threading import Lock
 
 from cudaperf.harness.compile import BuildOutcome, ToolchainError
 from cudaperf.harness.environment import device_for_child
@@ -97,7 +98,8 @@ _KERNEL = re.compile(KERNEL_DEF_PATTERN)  # on the raw source: a ModelNew module
 def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: HarnessSettings,
                           gpu_index: int | None = None, *, build: BuildOutcome | None = None,
                           gpu_lock: AbstractContextManager | None = None,
-                          phases_s: dict[str, float] | None = None, prebuilt: Path | None = None) -> PyTorchOutcome:
+                          phases_s: dict[str, float] | None = None, prebuilt: Path | None = None,
+                          load_lock: Lock | None = None) -> PyTorchOutcome:
     """Run a candidate on ``prepared``'s trials, then time it: a built fast-path library (``build``), or, without
     one, KernelBench-style Python source defining ``ModelNew`` (statically checked first; its ``load_inline``
     extension builds inside the sandboxed process, with nvcc and ninja on its PATH).
@@ -111,7 +113,30 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
     judging, timing, the profiled call), for the measurement's own accounting.
 
     ``prebuilt``: a ``ModelNew`` module's extensions built ahead (:mod:`cudaperf.harness.modelnew_build`), copied
-    into the run at the path they were built at, so that its ``load_inline`` calls only load them."""
+    into the run at the path they were built at, so that its ``load_inline`` calls only load them.
+
+    ``load_lock``: a runner started ahead (``HarnessSettings.prestart_runners``, for any candidate): its trusted
+    set-up (torch, the CUDA context, the profiler's probe) runs beside another candidate's run, paused whenever
+    anything is timed; the candidate's code loads only once this lock is taken, and the lock is held until this
+    run's process is gone, so no two candidates' code is ever alive at once. A set-up that failed (the harness's
+    fault, or one a candidate beside it could have caused, say by taking the GPU's memory) is run again holding
+    the lock, with nothing beside it."""
+    out = _run_once(prepared, code, settings, gpu_index, build=build, gpu_lock=gpu_lock, phases_s=phases_s,
+                    prebuilt=prebuilt, load_lock=load_lock)
+    if out is None:  # a prestarted runner's set-up failed: again, alone (no other candidate's code alive)
+        with load_lock:
+            out = _run_once(prepared, code, settings, gpu_index, build=build, gpu_lock=gpu_lock, phases_s=phases_s,
+                            prebuilt=prebuilt)
+        assert out is not None
+    return out
+
+
+def _run_once(prepared: PreparedPyTorch, code: str, settings: HarnessSettings, gpu_index: int | None = None, *,
+              build: BuildOutcome | None = None, gpu_lock: AbstractContextManager | None = None,
+              phases_s: dict[str, float] | None = None, prebuilt: Path | None = None,
+              load_lock: Lock | None = None) -> PyTorchOutcome | None:
+    """One run of :func:`run_pytorch_candidate`; None when a runner started ahead failed before its candidate's
+    code loaded."""
     import torch
 
     from cudaperf.harness.modelnew_build import install_prebuilt, modelnew_env
@@ -157,7 +182,7 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
         stack.callback(outputs.close)
         (w / "job.json").write_text(json.dumps({
             "mode": mode, "n_trials": n, "l2_flush_bytes": _l2_flush_bytes(),
-            "ext": "ext" if prebuilt is not None and mode == "modelnew" else None,
+            "ext": "ext" if prebuilt is not None and mode == "modelnew" else None, "gate": load_lock is not None,
             "specs": [[{"shape": list(s.shape), "dtype": s.dtype} for s in t.specs] for t in prepared.trials],
             "inputs_fd": in_fd, "outputs_fd": outputs.fd, "outputs_bytes": outputs.nbytes,
             "slots": outputs.slots}))
@@ -174,9 +199,11 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
 
         def control(ctl: Control) -> None:
             mark("sandbox_s")
-            # With other runners on the GPU (gpu_lock), this one's start-up (importing torch, the CUDA context, the
-            # profiler) is paused background work: stopped (SIGSTOP) whenever anything is timed.
-            if gpu_lock is not None:
+            # With other runners on the GPU (gpu_lock), or started ahead (load_lock), this one's start-up (importing
+            # torch, the CUDA context, the profiler) is paused background work: stopped (SIGSTOP) whenever anything
+            # is timed.
+            background = gpu_lock is not None or load_lock is not None
+            if background:
                 HOST.register(ctl.pid)
             try:
                 first = ctl.read_line(timeout_s=tests_limit)  # torch imported, a CUDA device seen
@@ -184,12 +211,21 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
                 probe = ctl.read_line(timeout_s=tests_limit) if state["gpu_ok"] else None  # before candidate code
                 state["probe_ok"] = probe == "probe 1"
                 state["probe"] = probe
-                ok = (state["gpu_ok"] and probe is not None and probe.startswith("probe ")
-                      and ctl.read_line(timeout_s=tests_limit) == "ready")  # the context, the library
+                ok = state["gpu_ok"] and probe is not None and probe.startswith("probe ")
+                if ok and load_lock is None:
+                    ok = ctl.read_line(timeout_s=tests_limit) == "ready"  # the context, the library
             finally:
-                if gpu_lock is not None:
+                if background:
                     phases["startup_paused_s"] = HOST.unregister(ctl.pid)
             mark("startup_s")
+            if ok and load_lock is not None and not state["probe_ok"]:
+                ok = False  # the probe may have failed for what a candidate beside it did: run again, alone
+            if ok and load_lock is not None:  # the candidate's code, once the previous candidate's process is gone
+                load_lock.acquire()
+                state["holds_load_lock"] = True
+                mark("load_wait_s")
+                ok = ctl.send("load") and ctl.read_line(timeout_s=tests_limit) == "ready"
+                mark("load_s")
             if not ok:
                 if not ctl.eof:
                     ctl.kill()
@@ -244,10 +280,16 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
         limits = SandboxLimits(wall_s=tests_limit + settings.timing_timeout_s + 60, max_processes=4096,
                                exit_grace_s=settings.pytorch_exit_grace_s)
         t0 = time.monotonic()
-        run = run_sandboxed([py, "torch_runner.py", CTL_FD], w, env=scrubbed_env(w, extra), limits=limits,
-                            control=control, pass_fds=(in_fd, outputs.fd))
+        try:
+            run = run_sandboxed([py, "torch_runner.py", CTL_FD], w, env=scrubbed_env(w, extra), limits=limits,
+                                control=control, pass_fds=(in_fd, outputs.fd))
+        finally:
+            if state.get("holds_load_lock"):
+                load_lock.release()  # its process is gone: the next candidate's code may load
         run_s = time.monotonic() - t0
         mark("exit_s")
+        if load_lock is not None and not state.get("holds_load_lock"):
+            return None  # its set-up failed before any of its code ran, beside another candidate's run
         tail = (run.stderr or run.stdout).strip()[-400:]
         if "verdict" not in state:
             if run.returncode == EXIT_NO_GPU and not state.get("gpu_ok"):  # the runner's check, before any candidate
@@ -577,7 +619,7 @@ def check_and_build(task, code: str | None, res, settings: HarnessSettings):
 def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candidate_id: str = "candidate",
                      prepared: PreparedPyTorch | None = None, gpu_index: int | None = None,
                      baseline: TimingStats | None = None, compiled_baseline: TimingStats | None = None,
-                     gpu_lock: AbstractContextManager | None = None):
+                     gpu_lock: AbstractContextManager | None = None, load_lock: Lock | None = None):
     """``evaluate`` for a PyTorch task: extraction, the static checks of the candidate's form (a fast-path unit
     or a ``ModelNew`` module), the fast path's build, then the sandboxed trials and timing against the eager
     baseline. Candidate failures are results; no GPU, no usable Python in the sandbox or a broken reference are
@@ -585,7 +627,8 @@ def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candid
 
     ``baseline`` / ``compiled_baseline``: the eager and ``torch.compile`` timings of ``prepared``, when a caller
     that runs many candidates of the task timed them once (otherwise the eager one is timed after each correct
-    candidate). ``gpu_lock``: see :func:`run_pytorch_candidate` (trusted candidates only)."""
+    candidate). ``gpu_lock``: see :func:`run_pytorch_candidate` (trusted candidates only); ``load_lock``: likewise
+    (a runner started ahead, any candidate)."""
     from dataclasses import replace
 
     from cudaperf.harness.environment import gpu_count
@@ -613,7 +656,7 @@ def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candid
             prepared = prepare_pytorch(task, fresh_seed(), device="cuda")
         phases: dict[str, float] = {}
         out = run_pytorch_candidate(prepared, code, settings, gpu_index, build=None if modelnew else build,
-                                    gpu_lock=gpu_lock, phases_s=phases,
+                                    gpu_lock=gpu_lock, phases_s=phases, load_lock=load_lock,
                                     prebuilt=build.ext if modelnew and build is not None else None)
         durations.update({k: round(v, 4) for k, v in phases.items()})
         eager = baseline

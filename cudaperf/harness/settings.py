@@ -49,6 +49,13 @@ class HarnessSettings:
     the build (about a minute) no longer holds the GPU worker. Where it cannot (no private root, a torch without
     CUDA, no ninja) or the module needs the GPU as it loads, the GPU run builds as before. A build error found
     ahead is the candidate's ``compile_error``. Off until measured on a GPU."""
+    prestart_runners: bool = False
+    """For PyTorch candidates that are not trusted (a policy's samples): start the next candidate's runner while
+    the current one runs, up to the end of its trusted set-up (torch imported, its CUDA context, the profiler's
+    probe: about 11 s on the H200, paused whenever anything is timed); its code loads only once the current
+    candidate's process is gone (:func:`cudaperf.harness.run_pytorch.run_pytorch_candidate`'s ``load_lock``), so
+    no two candidates' code is alive at once. A set-up that failed beside another candidate is run again alone.
+    Off until measured on a GPU."""
     pytorch_runners: int = 4
     """With ``pipeline_candidates``: PyTorch runner processes alive at once per GPU, taking turns on it
     (:mod:`cudaperf.harness.batch_pytorch`). A runner's start-up takes seconds and its GPU turn a fraction of one, so

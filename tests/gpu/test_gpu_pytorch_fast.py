@@ -252,3 +252,37 @@ def test_a_modelnew_built_ahead_runs_without_building_again(relu_prepared, tmp_p
     left = prebuild_modelnew(gpu_at_import)
     assert left.status == "none" and left.ext is None, left
     assert run_pytorch_candidate(relu_prepared, gpu_at_import, settings).correct
+
+
+def test_prestarted_runners_keep_every_verdict(tmp_path):
+    """``HarnessSettings.prestart_runners``: a policy's samples of one task (an honest ReLU, one with a side
+    stream, a wrong one, one that hangs in its call, and a KernelBench-style module) through the batch with the
+    next runner started beside the current one: each gets the verdict it gets alone (the hang's timeout does not
+    spill over onto the next candidate, whose code loads only once the hung process is gone), and the candidates
+    after the first waited for the load lock (``load_wait_s``)."""
+    from cudaperf.harness.batch_pytorch import run_pytorch_batch
+    from cudaperf.harness.executor import Job
+    from cudaperf.harness.run_pytorch import sandbox_python
+    from cudaperf.harness.settings import HarnessSettings
+    from cudaperf.harness.store import ResultStore
+    from cudaperf.tasks.pytorch import builtin_pytorch_dir, load_pytorch_tasks
+
+    _, why = sandbox_python()
+    if why:
+        pytest.skip(why)
+    task = next(t for t in load_pytorch_tasks(builtin_pytorch_dir()) if t.id == "relu")
+    files = {"honest": FIX / "relu.cu", "side_stream": FIX / "relu_side_stream.cu", "wrong": FIX / "relu_wrong.cu",
+             "hang": ADV / "fast_infinite.cu",
+             "modelnew": Path(__file__).parent.parent / "fixtures" / "pytorch" / "relu_modelnew.py"}
+    jobs = [Job("relu", name, f"```python\n{p.read_text()}```\n" if p.suffix == ".py"
+                else f"<OUTPUT_CUDA>\n{p.read_text()}\n</OUTPUT_CUDA>\n") for name, p in files.items()]
+    settings = HarnessSettings(budget_ms=300, test_timeout_s=20, prestart_runners=True)
+    store = ResultStore(tmp_path / "prestart.jsonl")
+    summary = run_pytorch_batch({"relu": task}, jobs, store, settings=settings, parallel=1, prestart=True)
+    got = {r.candidate_id: r for r in store.read()}
+    assert summary.n_done == len(jobs) and set(got) == set(files)
+    verdict = {k: ("correct" if r.correct else r.failure.kind.value) for k, r in got.items()}
+    assert verdict == {"honest": "correct", "side_stream": "correct", "wrong": "wrong_output", "hang": "timeout",
+                       "modelnew": "correct"}, {k: (v, got[k].failure) for k, v in verdict.items()}
+    assert all(r.status == "scored" for r in got.values())
+    assert sum(r.durations_s.get("load_wait_s", 0.0) > 0.05 for r in got.values()) >= 1

@@ -5,7 +5,7 @@ cudaperf). Files in the directory:
 
     job.json        {"mode": "fast" | "modelnew", "n_trials", "specs": [[{"shape", "dtype"}, ...] per trial],
                      "l2_flush_bytes", "inputs_fd", "outputs_fd", "outputs_bytes",
-                     "slots": [[byte offset of output i] per trial], "ext": "ext" | null}
+                     "slots": [[byte offset of output i] per trial], "ext": "ext" | null, "gate": bool}
     tensor_pack.py  the memory-file format (cudaperf.harness.native.tensor_pack, copied here)
     candidate.so    the built fast-path library (mode fast), or
     candidate.py    a KernelBench-style module defining ModelNew (mode modelnew), built under the reference's
@@ -22,8 +22,9 @@ problems hold 6.4 GB a tensor):
                     dtype and shape is copied from the GPU into its slot; of any other output only its dtype and
                     shape (or its type) is reported, which is already a wrong answer
 
-Protocol (as the C driver's): once set up (torch imported, the CUDA context made, the library loaded or the
-module built) it reports ``ready`` on the descriptor given as ``argv[1]`` and waits for ``go`` on stdin, so that
+Protocol (as the C driver's): with ``"gate": true`` in job.json (a runner started ahead, beside another
+candidate's run) it waits after its probe line for ``load`` on stdin before any candidate code. Once set up
+(torch imported, the CUDA context made, the library loaded or the module built) it reports ``ready`` on the descriptor given as ``argv[1]`` and waits for ``go`` on stdin, so that
 a harness running several candidates of one task on one GPU lets only one of them use the GPU at a time. After
 the trials it has stored each trial's outputs in their slots and writes ``trials.json`` (per trial: an error,
 inputs it modified, what each output is and whether it was stored), reports ``tests_done``, and reads commands
@@ -167,6 +168,8 @@ def main():
         where = f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}" if tb is not None else ""
         why = f"{type(exc).__name__}: {exc}{where}".replace("\n", " ")
         os.write(ctl, f"probe 0 {why}".encode()[:240] + b"\n")
+    if job.get("gate") and sys.stdin.readline().strip() != "load":
+        return  # prestarted: the candidate's code loads only once the harness says so (the previous one is gone)
     if job.get("mode", "fast") == "fast":
         lib = ctypes.CDLL(os.path.abspath("candidate.so"), mode=ctypes.RTLD_LOCAL)
         fn = lib.kernel_forward
