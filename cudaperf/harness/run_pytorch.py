@@ -188,6 +188,7 @@ def _run_once(prepared: PreparedPyTorch, code: str, settings: HarnessSettings, g
             "slots": outputs.slots}))
         share_file(w / "job.json")
         tests_limit = settings.test_timeout_s + (MODELNEW_BUILD_S if mode == "modelnew" else 0.0)
+        run_need_s = tests_limit + settings.timing_timeout_s + 60  # a whole run, from its start
 
         phases = phases_s if phases_s is not None else {}
         last = [time.monotonic()]
@@ -221,10 +222,17 @@ def _run_once(prepared: PreparedPyTorch, code: str, settings: HarnessSettings, g
             if ok and load_lock is not None and not state["probe_ok"]:
                 ok = False  # the probe may have failed for what a candidate beside it did: run again, alone
             if ok and load_lock is not None:  # the candidate's code, once the previous candidate's process is gone
-                load_lock.acquire()
-                state["holds_load_lock"] = True
+                # Not past the point where a whole run no longer fits before this process's deadline (the
+                # previous candidate ran long, or hung to its limit): then again, alone, with a fresh deadline,
+                # never a timeout of this candidate's for what another did.
+                while not load_lock.acquire(timeout=0.25):
+                    if ctl.deadline - time.monotonic() < run_need_s:
+                        break
+                else:
+                    state["holds_load_lock"] = True
                 mark("load_wait_s")
-                ok = ctl.send("load") and ctl.read_line(timeout_s=tests_limit) == "ready"
+                ok = (state.get("holds_load_lock", False) and ctl.send("load")
+                      and ctl.read_line(timeout_s=tests_limit) == "ready")
                 mark("load_s")
             if not ok:
                 if not ctl.eof:
@@ -277,7 +285,8 @@ def _run_once(prepared: PreparedPyTorch, code: str, settings: HarnessSettings, g
                 state["evidence"] = _read_json(w / "evidence.json", {})
                 mark("recheck_s")
 
-        limits = SandboxLimits(wall_s=tests_limit + settings.timing_timeout_s + 60, max_processes=4096,
+        # A runner started ahead may wait for the load lock as long as a whole run: it gets that much more time
+        limits = SandboxLimits(wall_s=run_need_s * (2 if load_lock is not None else 1), max_processes=4096,
                                exit_grace_s=settings.pytorch_exit_grace_s)
         t0 = time.monotonic()
         try:
