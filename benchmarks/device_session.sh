@@ -81,6 +81,14 @@ set -u
 step=${1:?usage: device_session.sh STEP (see the header)}
 : "${OUT:?set OUT to the output folder}"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+load_run() {  # benchmarks/load_run.py for $2 minutes within $1 seconds; stores kept in .device/load, copied to $OUT
+  mkdir -p .device/load
+  timeout "$1" python benchmarks/load_run.py --out .device/load \
+    --max-minutes "$2" ${LOAD_ARGS:---max-tasks 100} > "$OUT/load_run.log" 2>&1
+  echo "rc=$?" >> "$OUT/load_run.log"; tail -c 2500 "$OUT/load_run.log"
+  cp .device/load/summary.json .device/load/progress.json "$OUT/" 2>/dev/null
+  tar czf "$OUT/load_stores.tgz" -C .device load/clean.jsonl load/load.jsonl load/progress.json 2>/dev/null
+}
 stamp=${STAMP:-$(date -u +%Y%m%d-%H%M)}  # run ids carry the minute: two sessions of one day do not collide
 export STAMP=$stamp
 case "$step" in
@@ -204,12 +212,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
     [ -d .device/bt ] && export CUDAPERF_BABELTOWER=$PWD/.device/bt
     case "$step" in
       trust-load)
-        mkdir -p .device/load
-        timeout "${LIMIT:-570}" python benchmarks/load_run.py --out .device/load \
-          --max-minutes "${LOAD_MINUTES:-8}" ${LOAD_ARGS:---max-tasks 100} > "$OUT/load_run.log" 2>&1
-        echo "rc=$?" >> "$OUT/load_run.log"; tail -c 2500 "$OUT/load_run.log"
-        cp .device/load/summary.json .device/load/progress.json "$OUT/" 2>/dev/null
-        tar czf "$OUT/load_stores.tgz" -C .device load/clean.jsonl load/load.jsonl load/progress.json 2>/dev/null ;;
+        load_run "${LIMIT:-570}" "${LOAD_MINUTES:-8}" ;;
       kb-sample)
         [ -d .device/kb/level1 ] || { echo "carry a KernelBench checkout's KernelBench folder as .device/kb"; exit 2; }
         timeout "${LIMIT:-570}" python benchmarks/kernelbench_sample.py --kernelbench .device/kb --out "$OUT/kb" \
@@ -237,12 +240,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
           -k "test_gpu_sandbox or test_gpu_trust or rewritten_at_the_runners_exit or gnu_constructor or init_array or ifunc or forged or namespace_alias or fp32_precision_tf32 or side_stream or clock_rewrite_runtime or host_final" \
           -p no:cacheprovider --durations=0 > "$OUT/gpu_tests_s22.log" 2>&1
         echo "rc=$?" >> "$OUT/gpu_tests_s22.log"; tail -c 2500 "$OUT/gpu_tests_s22.log"
-        mkdir -p .device/load
-        timeout "${LIMIT:-300}" python benchmarks/load_run.py --out .device/load \
-          --max-minutes "${LOAD_MINUTES:-4}" ${LOAD_ARGS:---max-tasks 100} > "$OUT/load_run.log" 2>&1
-        echo "rc=$?" >> "$OUT/load_run.log"; tail -c 2500 "$OUT/load_run.log"
-        cp .device/load/summary.json .device/load/progress.json "$OUT/" 2>/dev/null
-        tar czf "$OUT/load_stores.tgz" -C .device load/clean.jsonl load/load.jsonl load/progress.json 2>/dev/null ;;
+        load_run "${LIMIT:-300}" "${LOAD_MINUTES:-4}" ;;
       tests-s21)
         CUDAPERF_ADVERSARIAL_TABLE=$OUT/adv_s21.jsonl timeout "${ADV_LIMIT:-270}" python -m pytest -v -m gpu \
           tests/gpu/test_gpu_adversarial.py -p no:cacheprovider --durations=0 \
