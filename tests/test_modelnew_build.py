@@ -101,7 +101,7 @@ def test_a_compile_error_found_ahead_is_the_candidates(buildable):
     load_inline as C++ (a model's common slip; it passes the static checks): g++ fails on ``__global__`` before
     anything needs a CUDA torch, and the result is the candidate's ``compile_error`` at stage ``checked``, with
     the compiler's words."""
-    from cudaperf.harness.evaluate import base_result
+    from cudaperf.harness.records import base_result
     from cudaperf.harness.result import FailureKind, Stage
     from cudaperf.harness.run_pytorch import check_and_build
     from cudaperf.harness.settings import HarnessSettings

@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 from cudaperf.dataset.family import build_task
 from cudaperf.dataset.families import all_families
 from cudaperf.dataset.store import Dataset
-from cudaperf.harness.evaluate import code_sha256
+from cudaperf.harness.records import code_sha256
 from cudaperf.tasks.schema import Task, task_from_dict
 
 SPLIT_RULES = {

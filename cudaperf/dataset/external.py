@@ -7,7 +7,7 @@ from typing import Any
 
 from cudaperf.dataset.family import STRATEGY_TAGS
 from cudaperf.dataset.store import Dataset
-from cudaperf.harness.evaluate import code_sha256
+from cudaperf.harness.records import code_sha256
 from cudaperf.harness.extract import extract_code
 from cudaperf.jsonl import json_objects
 

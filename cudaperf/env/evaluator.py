@@ -29,7 +29,7 @@ class StoreMismatchError(ValueError):
 
 def _code_sha(completion: str) -> str | None:
     """The ``code_sha256`` the harness records for ``completion`` (None: no code in it)."""
-    from cudaperf.harness.evaluate import code_sha256
+    from cudaperf.harness.records import code_sha256
     from cudaperf.harness.extract import extract_code
 
     code = extract_code(completion).code

@@ -282,7 +282,7 @@ _MODELNEW = re.compile(r"\bclass\s+ModelNew\b")
 
 
 def _unscored(task, job, settings: HarnessSettings, gpu: int, why: str) -> EvaluationResult:
-    from cudaperf.harness.evaluate import base_result, unscored
+    from cudaperf.harness.records import base_result, unscored
     from cudaperf.harness.extract import extract_code
 
     return unscored(base_result(task, job.candidate_id, extract_code(job.completion).code, settings, gpu), why)

@@ -128,7 +128,8 @@ def compile_only_result(task: Task, job: Job, settings: HarnessSettings) -> Eval
     candidate's (scored); a missing toolchain is the harness's (unscored); a build that succeeded is a "not run"
     verdict (unscored, :data:`COMPILE_ONLY_MESSAGE`). PyTorch tasks: their static checks and extension build."""
     from cudaperf.harness.compile import ToolchainError
-    from cudaperf.harness.evaluate import base_result, build_candidate, check_candidate, compile_failure, unscored
+    from cudaperf.harness.evaluate import build_candidate, check_candidate
+    from cudaperf.harness.records import base_result, compile_failure, unscored
 
     if getattr(task, "kind", None) == "pytorch":
         return _pytorch_compile_only(task, job, settings)
@@ -148,7 +149,7 @@ def compile_only_result(task: Task, job: Job, settings: HarnessSettings) -> Eval
 
 
 def _pytorch_compile_only(task, job: Job, settings: HarnessSettings) -> EvaluationResult:
-    from cudaperf.harness.evaluate import base_result, unscored
+    from cudaperf.harness.records import base_result, unscored
     from cudaperf.harness.extract import extract_code
     from cudaperf.harness.run_pytorch import check_and_build
 
@@ -271,7 +272,8 @@ def compile_stage(task: Task, job: Job, settings: HarnessSettings, compile_only:
     checks, a build failure, a missing toolchain; compile-only: every job), else (None, the build to carry to a GPU
     worker). The results are those of :func:`run_batch`'s compile step and of :func:`compile_only_result`."""
     from cudaperf.harness.compile import ToolchainError
-    from cudaperf.harness.evaluate import base_result, build_candidate, check_candidate, compile_failure, unscored
+    from cudaperf.harness.evaluate import build_candidate, check_candidate
+    from cudaperf.harness.records import base_result, compile_failure, unscored
 
     if compile_only:
         return compile_only_result(task, job, settings), None
@@ -486,7 +488,7 @@ class _RayBatch:
 
     def failed(self, jobs: Sequence[Job], stage: str, attempts: int, exc: BaseException) -> None:
         """A call's worker died ``attempts`` times: each of its candidates is recorded unscored (the harness's)."""
-        from cudaperf.harness.evaluate import base_result, code_sha256, unscored
+        from cudaperf.harness.records import base_result, code_sha256, unscored
         from cudaperf.harness.extract import extract_code
 
         why = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""

@@ -284,7 +284,7 @@ def run_kernel_candidate(task: CudaKernelTask, build: BuildOutcome, res: Evaluat
             # The same kernel, fewer test calls: a second build that fails (a compile time at the limit, say) is
             # the candidate's doing, so its failure, never "unscored" (which a trainer would reward above it).
             # A missing toolchain raises instead.
-            from cudaperf.harness.evaluate import compile_failure
+            from cudaperf.harness.records import compile_failure
 
             failure = compile_failure(build, task)
             return replace(res, failure=replace(failure, message="the program with the validated hidden tests "

@@ -581,7 +581,7 @@ def check_and_build(task, code: str | None, res, settings: HarnessSettings):
     result is final (no code, rejected, not compiled, or a toolchain fault)."""
     from dataclasses import replace
 
-    from cudaperf.harness.evaluate import compile_failure, unscored
+    from cudaperf.harness.records import compile_failure, unscored
     from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate
     from cudaperf.harness.pytorch_checks import check_pytorch_candidate
 
@@ -641,7 +641,7 @@ def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candid
     from dataclasses import replace
 
     from cudaperf.harness.environment import gpu_count
-    from cudaperf.harness.evaluate import base_result, unscored
+    from cudaperf.harness.records import base_result, unscored
     from cudaperf.harness.extract import extract_code
     from cudaperf.harness.pytorch_reference import prepare_pytorch, time_reference
     from cudaperf.harness.result import GpuEvidence, TestOutcome
