@@ -71,8 +71,9 @@
 #                 entries of the object checks and of the PyTorch run-time boundary; then trust-load for LOAD_MINUTES
 #                 (default 4) in what is left of the call
 #   prebuild      session 22's PyTorch start-up work (HarnessSettings.prebuild_modelnew, prestart_runners): their
-#                 GPU tests, then benchmarks/modelnew_prebuild.py (PREBUILD_CANDIDATES, default 4, in each arm:
-#                 built in the GPU run, built ahead, built ahead with runners started ahead, side by side)
+#                 GPU tests, then benchmarks/modelnew_prebuild.py (PREBUILD_CANDIDATES, default 4, in each arm of
+#                 PREBUILD_ARMS, default KernelBench's procedure, built ahead with runners started ahead, built ahead;
+#                 add in_run, about a minute a candidate, for the old path), side by side
 #   tests-s20     the GPU tests written in session 20: device memory left between runs, overlap_judging's process
 #                 spans and its batch case, the adversarial entries session 20 added or changed (hangs at exit,
 #                 host work beside useless kernels: the input rule) and the trust tests
@@ -228,10 +229,11 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
           "tests/gpu/test_gpu_pytorch_fast.py::test_prestarted_runners_keep_every_verdict" \
           -p no:cacheprovider --durations=0 > "$OUT/gpu_prebuild.log" 2>&1
         echo "rc=$?" >> "$OUT/gpu_prebuild.log"; tail -c 1500 "$OUT/gpu_prebuild.log"
-        timeout "${LIMIT:-360}" python benchmarks/modelnew_prebuild.py --out "$OUT/prebuild" \
-          --candidates "${PREBUILD_CANDIDATES:-4}" > "$OUT/prebuild_bench.log" 2>&1
+        timeout "${LIMIT:-330}" python benchmarks/modelnew_prebuild.py --out "$OUT/prebuild" \
+          --candidates "${PREBUILD_CANDIDATES:-4}" --arms "${PREBUILD_ARMS:-kernelbench_procedure,prebuild_prestart,prebuild}" \
+          > "$OUT/prebuild_bench.log" 2>&1
         echo "rc=$?" >> "$OUT/prebuild_bench.log"; tail -c 2000 "$OUT/prebuild_bench.log"
-        rm -rf "$OUT"/prebuild/cache-* ;;
+        rm -rf "$OUT"/prebuild/cache-* "$OUT"/prebuild/kb-* ;;
       tests-s22)
         nvidia-smi --query-gpu=name,clocks.sm,memory.used,temperature.gpu --format=csv > "$OUT/smi.txt" 2>&1
         timeout "${TEST_LIMIT:-240}" python -m pytest -v -m gpu tests/gpu/test_gpu_sandbox.py tests/gpu/test_gpu_trust.py \

@@ -1,7 +1,10 @@
-"""KernelBench-style candidates through the PyTorch batch, side by side in one run (issue 25): their extensions
-built in the GPU run (as before, arm ``in_run``), built ahead on the CPU pool (``HarnessSettings.prebuild_modelnew``,
-arm ``prebuild``), and built ahead with the next runner started while the current one runs
-(``HarnessSettings.prestart_runners``, arm ``prebuild_prestart``).
+"""KernelBench-style candidates, side by side in one run (issue 25): through this project's PyTorch batch with their
+extensions built in the GPU run (as before, arm ``in_run``), built ahead on the CPU pool
+(``HarnessSettings.prebuild_modelnew``, arm ``prebuild``), and built ahead with the next runner started while the
+current one runs (``HarnessSettings.prestart_runners``, arm ``prebuild_prestart``); and through KernelBench's
+published procedure, re-implemented here from its description (arm ``kernelbench_procedure``: parallel builds
+first, then a fresh unsandboxed process per candidate, 5 correctness trials, 100 timings each of the reference and
+the candidate).
 
     python benchmarks/modelnew_prebuild.py --out DIR [--candidates 4] [--rounds 1] [--arms in_run,prebuild,...]
 
@@ -31,19 +34,117 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-def candidates(n: int, salt: str) -> list[str]:
+def sources(n: int, salt: str) -> list[str]:
     base = (ROOT / "tests" / "fixtures" / "pytorch" / "relu_modelnew.py").read_text()
+    return [base.replace('name="relu_ext"', f'name="relu_ext_{salt}_{k}"') + f"\n# sample {salt}-{k}\n"
+            for k in range(n)]
+
+
+def candidates(n: int, salt: str) -> list[str]:
+    return [f"```python\n{code}```\n" for code in sources(n, salt)]
+
+
+ARMS = {"in_run": (False, False), "prebuild": (True, False), "prebuild_prestart": (True, True),
+        "kernelbench_procedure": (None, None)}
+
+KB_BUILD = """import sys
+exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), {"__name__": "kb_candidate"})
+"""
+
+KB_EVAL = """import json, statistics, sys, torch
+ref_path, new_path, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ref, new = {"__name__": "kb_ref"}, {"__name__": "kb_new"}
+exec(compile(open(ref_path).read(), ref_path, "exec"), ref)
+exec(compile(open(new_path).read(), new_path, "exec"), new)  # load_inline: the build cache from the prebuild
+torch.manual_seed(seed)
+init = ref["get_init_inputs"]()
+torch.manual_seed(seed)
+model = ref["Model"](*init).cuda()
+torch.manual_seed(seed)
+cand = new["ModelNew"](*init).cuda()
+correct = True
+for trial in range(5):
+    torch.manual_seed(seed + 1 + trial)
+    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ref["get_inputs"]()]
+    with torch.no_grad():
+        a, b = model(*inputs), cand(*inputs)
+    torch.cuda.synchronize()
+    if a.shape != b.shape or not torch.allclose(a, b, atol=1e-2, rtol=1e-2):
+        correct = False
+        break
+flush = torch.empty(int(2 * torch.cuda.get_device_properties(0).L2_cache_size), dtype=torch.uint8, device="cuda")
+
+def timed(m):
     out = []
-    for k in range(n):
-        code = base.replace('name="relu_ext"', f'name="relu_ext_{salt}_{k}"') + f"\n# sample {salt}-{k}\n"
-        out.append(f"```python\n{code}```\n")
-    return out
+    with torch.no_grad():
+        for _ in range(100):
+            flush.zero_()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            m(*inputs)
+            e.record()
+            torch.cuda.synchronize()
+            out.append(s.elapsed_time(e))
+    return statistics.median(out)
+
+row = {"correct": correct}
+if correct:
+    row["ref_ms"], row["new_ms"] = timed(model), timed(cand)
+    row["speedup"] = row["ref_ms"] / row["new_ms"]
+print(json.dumps(row))
+"""
 
 
-ARMS = {"in_run": (False, False), "prebuild": (True, False), "prebuild_prestart": (True, True)}
+def run_kernelbench_procedure(n: int, out: Path, tag: str) -> dict:
+    """KernelBench's published procedure, as ``shared/design/HARNESS.md`` measured it, in code of this project's:
+    the candidates' extensions built first in parallel processes (one per candidate, all cores), then each
+    candidate evaluated in a fresh process of its own (5 correctness trials against the reference, then 100
+    CUDA-event timings each of the reference and the candidate, with an L2 flush before each), one after another.
+    No sandbox and no checks beyond correctness: this is the procedure being compared, not this project's."""
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cudaperf.tasks.pytorch import builtin_pytorch_dir, load_pytorch_tasks
+
+    task = next(t for t in load_pytorch_tasks(builtin_pytorch_dir()) if t.id == "relu")
+    d = out / f"kb-{tag}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "ref.py").write_text(task.source)
+    (d / "build.py").write_text(KB_BUILD)
+    (d / "eval.py").write_text(KB_EVAL)
+    paths = []
+    for k, code in enumerate(sources(n, uuid.uuid4().hex[:8])):
+        p = d / f"cand{k}.py"
+        p.write_text(code)
+        paths.append(p)
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(d / "ext")}
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, min(len(paths), os.cpu_count() or 1))) as pool:
+        builds = list(pool.map(lambda p: subprocess.run([sys.executable, str(d / "build.py"), str(p)], env=env,
+                                                        capture_output=True, text=True), paths))
+    build_s = time.monotonic() - t0
+    rows = []
+    for p in paths:
+        r = subprocess.run([sys.executable, str(d / "eval.py"), str(d / "ref.py"), str(p), "42"], env=env,
+                           capture_output=True, text=True)
+        try:
+            rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
+        except (IndexError, ValueError):
+            rows.append({"correct": False, "error": (r.stderr or r.stdout)[-300:]})
+    wall = time.monotonic() - t0
+    verdicts: dict[str, int] = {}
+    for r in rows:
+        key = "correct" if r.get("correct") else ("error" if "error" in r else "wrong")
+        verdicts[key] = verdicts.get(key, 0) + 1
+    return {"arm": "kernelbench_procedure", "tag": tag, "candidates": len(rows), "wall_s": round(wall, 1),
+            "per_gpu_hour": round(3600 * len(rows) / wall, 1), "verdicts": verdicts,
+            "prebuild_wall_s": round(build_s, 1), "builds_failed": sum(b.returncode != 0 for b in builds),
+            "speedups": [round(r["speedup"], 3) for r in rows if "speedup" in r]}
 
 
 def run_arm(arm: str, n: int, out: Path, tag: str) -> dict:
+    if arm == "kernelbench_procedure":
+        return run_kernelbench_procedure(n, out, tag)
     from cudaperf.harness.batch_pytorch import run_pytorch_batch
     from cudaperf.harness.executor import Job
     from cudaperf.harness.settings import HarnessSettings
