@@ -258,7 +258,8 @@ def test_pausable_runs_stop_while_timing_runs_and_get_their_time_back():
             with host.timing():
                 time.sleep(0.3)
                 assert host.paused_groups() == [pgid]
-                assert _states(pgid) == {"T"}, _states(pgid)  # every process of the group is stopped
+                # every process of the group is stopped (T), or frozen with its run's cgroup (D)
+                assert _states(pgid) <= {"T", "D"} and _states(pgid), _states(pgid)
                 time.sleep(10.5)  # longer than the run's whole limit (the loop needs a few of its 10 s)
             assert host.paused_s(pgid) >= 10.5
             th.join(timeout=120)
@@ -266,6 +267,64 @@ def test_pausable_runs_stop_while_timing_runs_and_get_their_time_back():
         assert not run.timed_out and run.returncode == 0, run.describe()
         assert run.wall_s > 10.5
         assert host._groups == {}
+    finally:
+        quiet.HOST = old
+
+
+def test_a_process_that_leaves_the_group_is_frozen_with_its_run(tmp_path):
+    """SIGSTOP to a pausable run's process group misses what left the group: a compiler that ninja starts in a
+    group of its own, or a candidate's ``setsid`` (a ModelNew module built ahead runs beside other candidates'
+    timing). Where the run's cgroup can freeze, the whole run stops while anything is timed: a child that left the
+    group by ``setsid`` stops counting, and counts again after. (Without a freezer the child would go on: then
+    ``prebuild_modelnew`` is unavailable.)"""
+    import threading
+    import time
+
+    from cudaperf.harness import quiet
+    from cudaperf.harness.quiet import HostActivity
+    from cudaperf.harness.sandbox import freezer_available, share_file
+
+    if not freezer_available():
+        pytest.skip("no cgroup freezer here")
+    host = HostActivity()
+    old, quiet.HOST = quiet.HOST, host
+    try:
+        box: dict = {}
+        with Workdir() as w:
+            script = ("import os, time\n"
+                      "if os.fork() == 0:\n"
+                      "    os.setsid()\n"
+                      "    n = 0\n"
+                      "    while True:\n"
+                      "        n += 1\n"
+                      "        if n % 20000 == 0:\n"
+                      "            open('count.tmp', 'w').write(str(n)); os.replace('count.tmp', 'count')\n"
+                      "time.sleep(6)\n")
+            (w / "spin.py").write_text(script)
+            share_file(w / "spin.py")
+            th = threading.Thread(target=lambda: box.update(run=run_sandboxed(
+                [sys.executable, "-I", "spin.py"], w, limits=SandboxLimits(wall_s=30), pausable=True)))
+            th.start()
+
+            def count() -> int:
+                try:
+                    return int((w / "count").read_text() or 0)
+                except (OSError, ValueError):
+                    return 0
+
+            deadline = time.monotonic() + 10
+            while count() == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert count() > 0, "the child never counted"
+            with host.timing():
+                time.sleep(0.3)
+                frozen_at = count()
+                time.sleep(1.0)
+                assert count() == frozen_at, "the child that left the group went on while timing was on"
+            time.sleep(0.5)
+            assert count() > frozen_at, "the child did not go on after the timing"
+            th.join(timeout=60)
+        assert box["run"].wall_s > 1.0
     finally:
         quiet.HOST = old
 

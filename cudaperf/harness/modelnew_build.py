@@ -10,6 +10,10 @@ its cache, keyed by the source and the toolchain. The candidate's GPU run gets t
 the same compilers, flags and ``TORCH_CUDA_ARCH_LIST`` (:func:`modelnew_env`), so ninja finds every target up to
 date and ``load_inline`` only loads the library.
 
+The build run is paused whole while anything is timed: its cgroup is frozen (the compilers ninja starts sit in
+process groups of their own, and a hostile module could ``setsid``, so stopping the process group is not enough);
+where no cgroup freezer is available the build is not done ahead.
+
 What the build run reports is the candidate's to forge, and it can only harm itself with it: the tree is its
 own code, loaded only by its own GPU run (never shared with another source: the key holds the whole source); a
 reported build error fails it (``compile_error``), as the same error in the GPU run would have; anything else
@@ -33,8 +37,8 @@ from pathlib import Path
 
 from cudaperf.harness.compile import (_PRIORITY, cache_dir, cuda_home, default_arch, gcc_version, nvcc_version,
                                       sha256, trim_log)
-from cudaperf.harness.sandbox import (SandboxLimits, Workdir, copy_in, copy_untrusted_tree, private_tmp_available,
-                                      run_sandboxed, scrubbed_env, share_file)
+from cudaperf.harness.sandbox import (SandboxLimits, Workdir, copy_in, copy_untrusted_tree, freezer_available,
+                                      private_tmp_available, run_sandboxed, scrubbed_env, share_file)
 from cudaperf.tasks.inputs import read_untrusted_text
 
 BUILDER = Path(__file__).with_name("native") / "modelnew_build.py"
@@ -101,6 +105,9 @@ def prebuild_unavailable() -> str | None:
         return f"ninja is not on the sandbox's PATH ({path}); load_inline needs it"
     if not private_tmp_available():
         return "sandboxed runs get no private root here, so no private /tmp for a fixed extensions path"
+    if not freezer_available():
+        return ("no cgroup freezer here: the build (candidate code, and compilers ninja starts in process groups of "
+                "their own) could not be paused whole while other candidates are timed")
     return None
 
 

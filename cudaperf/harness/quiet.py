@@ -9,8 +9,11 @@ background step starts. Background steps are short (one reference run), so a tim
 Compilers are long background processes (seconds each, many at once) that a batch overlaps with the GPU runs.
 They are *paused*: while any timing run is on, every registered process group (``run_sandboxed(pausable=True)``,
 which nvcc runs use) is stopped with SIGSTOP and continued with SIGCONT when the last timing run ends, so that
-neither their CPU time nor their memory traffic reaches a timed call or the sequential baseline. The time a group
-spends stopped is added to its wall-clock limit (:meth:`HostActivity.paused_s`).
+neither their CPU time nor their memory traffic reaches a timed call or the sequential baseline. Where the run's
+cgroup can freeze (cgroup v2 ``cgroup.freeze``, or the v1 freezer), the whole run is frozen too: processes that left
+the group (the compilers ninja starts in groups of their own, a candidate's ``setsid`` in a ModelNew module built
+ahead) stop with it. The time a group spends stopped is added to its wall-clock limit
+(:meth:`HostActivity.paused_s`).
 
 Exclusive timing (``HarnessSettings.exclusive_timing``, off by default) goes further on a machine with several
 GPUs: one GPU worker's timed window never overlaps another's, and a C candidate's hidden tests and its exit (its
@@ -38,7 +41,7 @@ import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
-from typing import Hashable, Iterator
+from typing import Callable, Hashable, Iterator
 
 
 class HostActivity:
@@ -50,6 +53,7 @@ class HostActivity:
         self.pause_processes = True
         """Stop registered background process groups while timing runs (off: they run on, e.g. to compare)."""
         self._groups: dict[int, list[float]] = {}  # pgid -> [seconds stopped so far, stopped since (0: running)]
+        self._freezers: dict[int, Callable[[bool], bool]] = {}  # pgid -> its run's cgroup freezer
         self.exclusive = False
         """Exclusive timing (:meth:`exclusive_mode`): timing windows of different owners (GPU workers) never
         overlap, and callers that hold background slots (:meth:`hold_background`) for a candidate's hidden tests
@@ -115,14 +119,19 @@ class HostActivity:
 
     def _signal(self, pgid: int, stop: bool) -> None:
         entry = self._groups[pgid]
+        freeze = self._freezers.get(pgid)
         now = time.monotonic()
         if stop and entry[1] == 0.0 and self.pause_processes:
-            try:
+            try:  # the group stopped first (its processes show as stopped), then the run's cgroup frozen
                 os.killpg(pgid, signal.SIGSTOP)
                 entry[1] = now
             except (ProcessLookupError, PermissionError):
                 pass
+            if freeze is not None and freeze(True):
+                entry[1] = now
         elif not stop and entry[1] != 0.0:
+            if freeze is not None:
+                freeze(False)
             try:
                 os.killpg(pgid, signal.SIGCONT)
             except (ProcessLookupError, PermissionError):
@@ -134,11 +143,14 @@ class HostActivity:
         for pgid in list(self._groups):
             self._signal(pgid, stop)
 
-    def register(self, pgid: int) -> None:
+    def register(self, pgid: int, freeze: Callable[[bool], bool] | None = None) -> None:
         """A background process group (its own session) that timing runs may pause; stopped at once if one is
-        on."""
+        on. ``freeze``: also freezes (True) and thaws (False) the run's cgroup, which holds its processes that
+        left the group (:meth:`cudaperf.harness.sandbox._RunCgroup.set_frozen`)."""
         with self._cv:
             self._groups[pgid] = [0.0, 0.0]
+            if freeze is not None:
+                self._freezers[pgid] = freeze
             if self._timing > 0:
                 self._signal(pgid, stop=True)
 
@@ -148,6 +160,7 @@ class HostActivity:
             if pgid not in self._groups:
                 return 0.0
             self._signal(pgid, stop=False)
+            self._freezers.pop(pgid, None)
             return self._groups.pop(pgid)[0]
 
     def paused_s(self, pgid: int) -> float:

@@ -701,11 +701,22 @@ class _Cgroups:
     kind: str  # cgroup2 | cgroup1
     memory: Path  # the parent of the runs' memory cgroups
     pids: Path | None  # the parent of the runs' pids cgroups (the same directory on v2)
+    freezer: Path | None = None  # v1: the parent of the runs' freezer cgroups (v2 freezes in the run's own)
+
+    def can_freeze(self) -> bool:
+        """Whether a run's processes can be frozen all together, whatever process group they moved to."""
+        if self.kind == "cgroup2":
+            return (self.memory / "cgroup.freeze").exists()
+        return self.freezer is not None
 
     def create(self, limits: SandboxLimits) -> "_RunCgroup":
         name = f"run-{os.getpid()}-{next(_RUN_IDS)}"
         dirs = []
+        freezer = None
         try:
+            if self.kind == "cgroup1" and self.freezer is not None:
+                freezer = self.freezer / name
+                freezer.mkdir()
             mem = self.memory / name
             mem.mkdir()
             dirs.append(mem)
@@ -728,13 +739,13 @@ class _Cgroups:
                     dirs.append(pid_dir)
                     _write(pid_dir / "pids.max", str(limits.max_processes))
         except OSError:
-            for d in reversed(dirs):
+            for d in reversed(dirs + ([freezer] if freezer is not None else [])):
                 try:
                     d.rmdir()
                 except OSError:
                     pass
             raise
-        return _RunCgroup(self.kind, dirs, limits)
+        return _RunCgroup(self.kind, dirs, limits, freezer)
 
 
 @dataclass
@@ -742,9 +753,29 @@ class _RunCgroup:
     kind: str
     dirs: list[Path]
     limits: SandboxLimits
+    freezer: Path | None = None  # v1: the run's freezer cgroup
 
     def join_files(self) -> list[str]:
-        return [str(d / "cgroup.procs") for d in self.dirs]
+        return [str(d / "cgroup.procs") for d in self.dirs] + (
+            [str(self.freezer / "cgroup.procs")] if self.freezer is not None else [])
+
+    def set_frozen(self, frozen: bool) -> bool:
+        """Freeze (or thaw) every process of the run: those that left its process group too (a compiler that ninja
+        started in a group of its own, or a candidate's ``setsid``), which SIGSTOP to the group misses. False
+        where the hierarchy cannot."""
+        try:
+            if self.kind == "cgroup2":
+                f = self.dirs[0] / "cgroup.freeze"
+                if not f.exists():
+                    return False
+                _write(f, "1" if frozen else "0")
+                return True
+            if self.freezer is not None:
+                _write(self.freezer / "freezer.state", "FROZEN" if frozen else "THAWED")
+                return True
+        except OSError:
+            pass
+        return False
 
     def _pids_dir(self) -> Path | None:
         if self.kind == "cgroup2":
@@ -799,7 +830,9 @@ class _RunCgroup:
 
     def remove(self) -> None:
         deadline = time.monotonic() + 5
-        for d in reversed(self.dirs):
+        if self.freezer is not None:
+            self.set_frozen(False)  # a frozen process cannot die: thaw before the kill below
+        for d in reversed(self.dirs + ([self.freezer] if self.freezer is not None else [])):
             while True:
                 try:
                     d.rmdir()
@@ -868,7 +901,15 @@ def _cgroups() -> _Cgroups | str:
                     pids.mkdir(exist_ok=True)
                 except OSError:
                     pids = None
-            cg = _Cgroups("cgroup1", base, pids)
+            freezer = None
+            fm = next((m for m in mounts if m[2] == "cgroup" and "freezer" in m[3].split(",")), None)
+            if fm is not None and "freezer" in own:
+                try:
+                    freezer = Path(fm[1]) / own["freezer"].lstrip("/") / "cudaperf-sandbox"
+                    freezer.mkdir(exist_ok=True)
+                except OSError:
+                    freezer = None
+            cg = _Cgroups("cgroup1", base, pids, freezer)
             cg.create(SandboxLimits(memory_bytes=64 * MiB, max_processes=16)).remove()
             return cg
         except OSError as exc:
@@ -939,6 +980,13 @@ def _landlock_works() -> str | None:
     if isinstance(abi, str):
         return abi
     return _probe(_Plan("probe", base_level(), True, False, True, None, None, False))
+
+
+def freezer_available() -> bool:
+    """Whether a pausable run is frozen whole (its cgroup's freezer) while anything is timed, rather than only its
+    process group stopped."""
+    cg = _cgroups()
+    return not isinstance(cg, str) and cg.can_freeze()
 
 
 def private_tmp_available() -> bool:
@@ -1362,7 +1410,7 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
         if pausable:
             from cudaperf.harness.quiet import HOST
 
-            HOST.register(proc.pid)
+            HOST.register(proc.pid, freeze=run_cg.set_frozen if run_cg is not None else None)
         try:
             if control is not None:
                 ctl = Control(proc, status_r, deadline, run_cpu_clock(run_cg, proc.pid))
