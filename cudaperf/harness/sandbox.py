@@ -857,6 +857,19 @@ def _enable_controllers(d: Path, wanted: tuple[str, ...]) -> None:
                 raise
 
 
+def _v1_parent(mounts, own: dict, controller: str) -> Path | None:
+    """The parent of the runs' cgroups in a cgroup v1 hierarchy of ``controller`` (made if need be), or None."""
+    m = next((m for m in mounts if m[2] == "cgroup" and controller in m[3].split(",")), None)
+    if m is None or controller not in own:
+        return None
+    try:
+        d = Path(m[1]) / own[controller].lstrip("/") / "cudaperf-sandbox"
+        d.mkdir(exist_ok=True)
+        return d
+    except OSError:
+        return None
+
+
 @lru_cache(maxsize=1)
 def _cgroups() -> _Cgroups | str:
     """Where this process's runs get their cgroups, or why they cannot: cgroup v2 (in this process's cgroup if
@@ -893,23 +906,7 @@ def _cgroups() -> _Cgroups | str:
             base = Path(mem[1]) / own["memory"].lstrip("/") / "cudaperf-sandbox"
             base.mkdir(exist_ok=True)
             _write(base / "memory.limit_in_bytes", str(total))
-            pids = None
-            pm = next((m for m in mounts if m[2] == "cgroup" and "pids" in m[3].split(",")), None)
-            if pm is not None and "pids" in own:
-                try:
-                    pids = Path(pm[1]) / own["pids"].lstrip("/") / "cudaperf-sandbox"
-                    pids.mkdir(exist_ok=True)
-                except OSError:
-                    pids = None
-            freezer = None
-            fm = next((m for m in mounts if m[2] == "cgroup" and "freezer" in m[3].split(",")), None)
-            if fm is not None and "freezer" in own:
-                try:
-                    freezer = Path(fm[1]) / own["freezer"].lstrip("/") / "cudaperf-sandbox"
-                    freezer.mkdir(exist_ok=True)
-                except OSError:
-                    freezer = None
-            cg = _Cgroups("cgroup1", base, pids, freezer)
+            cg = _Cgroups("cgroup1", base, _v1_parent(mounts, own, "pids"), _v1_parent(mounts, own, "freezer"))
             cg.create(SandboxLimits(memory_bytes=64 * MiB, max_processes=16)).remove()
             return cg
         except OSError as exc:
