@@ -6,7 +6,8 @@ import pytest
 
 from cudaperf.harness.compile import build_c_function_candidate, trim_log
 from cudaperf.harness.driver import driver_source
-from cudaperf.harness.evaluate import build_candidate, compile_failure
+from cudaperf.harness.evaluate import build_candidate
+from cudaperf.harness.records import compile_failure
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks import builtin_candidates, find_task, load_builtin_tasks
 

@@ -234,7 +234,7 @@ def test_a_forged_result_in_the_store_lends_no_credit(tasks, tmp_path):
     from dataclasses import replace
 
     from cudaperf.env.evaluator import StoreMismatchError
-    from cudaperf.harness.evaluate import code_sha256
+    from cudaperf.harness.records import code_sha256
     from cudaperf.harness.extract import extract_code
     from cudaperf.harness.store import ResultStore
 

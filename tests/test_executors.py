@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from cudaperf.harness.evaluate import code_sha256
+from cudaperf.harness.records import code_sha256
 from cudaperf.harness.executor import Job
 from cudaperf.harness.executors import (
     COMPILE_ONLY_MESSAGE,

@@ -21,7 +21,7 @@ from cudaperf.harness.result import (
     Stage,
 )
 from cudaperf.harness.run_c_function import HarnessError, prepare_c_function, run_c_function
-from cudaperf.harness.records import base_result, code_sha256, compile_failure, environment, unscored  # noqa: F401
+from cudaperf.harness.records import base_result, compile_failure, unscored
 from cudaperf.harness.settings import HarnessSettings, speedup_flag
 from cudaperf.harness.static_checks import check_source
 from cudaperf.tasks.inputs import fresh_seed

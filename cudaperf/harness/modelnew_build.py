@@ -1,7 +1,7 @@
 """KernelBench-style candidates' extensions, built on the CPU pool before their GPU run.
 
 A ``ModelNew`` module builds its CUDA with ``torch.utils.cpp_extension.load_inline`` as it runs: nvcc and g++ on
-PyTorch's headers, 50 to 65 s on the H200 machine (issue 25), which used to pass inside the candidate's GPU run,
+PyTorch's headers, 53 to 65 s on the H200 machine (issue 25), which used to pass inside the candidate's GPU run,
 holding the GPU worker while the GPU idled. With ``HarnessSettings.prebuild_modelnew`` the module is first run
 in a sandbox of its own, **without the GPU's device nodes** (it runs beside other candidates' timing), its
 extensions building into a fixed path of the run's private ``/tmp``; the harness copies what it built (regular
