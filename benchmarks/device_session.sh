@@ -74,6 +74,8 @@
 #                 GPU tests, then benchmarks/modelnew_prebuild.py (PREBUILD_CANDIDATES, default 4, in each arm of
 #                 PREBUILD_ARMS, default KernelBench's procedure, built ahead with runners started ahead, built ahead;
 #                 add in_run, about a minute a candidate, for the old path), side by side
+#   startup       benchmarks/runner_startup.py: a PyTorch runner's start-up (torch's import, the CUDA context, the
+#                 profiler's first session) plainly, sandboxed, with one protection off at a time, and forked
 #   tests-s20     the GPU tests written in session 20: device memory left between runs, overlap_judging's process
 #                 spans and its batch case, the adversarial entries session 20 added or changed (hangs at exit,
 #                 host work beside useless kernels: the input rule) and the trust tests
@@ -204,6 +206,10 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
       --max-minutes "${MINUTES:-7}" > "$OUT/$run.log" 2>&1
     echo "rc=$?" >> "$OUT/$run.log"; tail -c 800 "$OUT/$run.log"
     [ "$store" != "$OUT/$run.jsonl" ] && cp "$store" "$OUT/$run.jsonl"; gzip -f "$OUT/$run.jsonl" ;;
+  startup)
+    # Where a PyTorch runner's start-up goes: plain, sandboxed, sandboxed with one protection off, forked
+    timeout "${LIMIT:-400}" python benchmarks/runner_startup.py --out "$OUT/startup" --repeats "${REPEATS:-2}" \
+      > "$OUT/startup.log" 2>&1; echo "rc=$?" >> "$OUT/startup.log"; tail -c 3000 "$OUT/startup.log" ;;
   trust-load|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22|prebuild)
     if ls .whl/*.whl > /dev/null 2>&1; then
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
