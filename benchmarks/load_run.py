@@ -213,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-ms", type=float, default=500.0,
                     help="timing budget per candidate (default 500, as cudaperf eval's)")
     ap.add_argument("--max-reps", type=int, default=30, help="timed calls per candidate at most (default 30, as eval's)")
+    ap.add_argument("--overlap-runs", action="store_true",
+                    help="HarnessSettings.overlap_runs: the next candidate starts beside the previous one's exit")
     ap.add_argument("--overlap-judging", action="store_true",
                     help="HarnessSettings.overlap_judging: the next candidate starts while the previous one is judged")
     ap.add_argument("--max-minutes", type=float, default=None,
@@ -247,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     batches = {"clean": pool[:args.clean], "load": load}
     # as the adversarial GPU table (a hang ends at 10 s a test run), with this run's timing budget
     settings = HarnessSettings(test_timeout_s=10, timing_timeout_s=60, budget_ms=args.budget_ms,
-                               max_reps=args.max_reps, overlap_judging=args.overlap_judging)
+                               max_reps=args.max_reps, overlap_judging=args.overlap_judging,
+                               overlap_runs=args.overlap_runs)
 
     progress_path = args.out / "progress.json"
     progress = json.loads(progress_path.read_text()) if progress_path.exists() else {}
@@ -274,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         progress_path.write_text(json.dumps(progress, indent=1))
 
     summary = {"gpu": gpu, "executor": args.executor, "seed": args.seed, "budget_ms": args.budget_ms,
-               "max_reps": args.max_reps, "overlap_judging": args.overlap_judging, "max_tasks": args.max_tasks,
+               "max_reps": args.max_reps, "overlap_judging": args.overlap_judging,
+               "overlap_runs": args.overlap_runs, "max_tasks": args.max_tasks,
                "honest_distinct": min(args.honest, len(pool) - args.clean),
                "hostile_copies": args.hostile_copies, "left_out": left_out, "batches": {}}
     for name, rows in batches.items():

@@ -1,6 +1,8 @@
 """A task's C-function candidates in turn (``run_c_function_group`` with one timing window each): with
 ``overlap_judging`` the next candidate starts only once the previous one's process is gone (no two candidate
-processes ever exist at once), the harness judging the previous one meanwhile; a harness fault of one candidate is
+processes ever exist at once), the harness judging the previous one meanwhile; with ``overlap_runs`` it starts once
+the previous one is released, beside its exit (a run that overlapped and failed in a way the other process could
+cause is redone alone: ``tests/gpu/test_gpu_harness.py``); either way a harness fault of one candidate is
 that candidate's unscored result and the others go on. Real builds and real sandboxed processes; without a GPU each
 run ends at the driver's CUDA check (a harness fault recorded as the candidate's outcome, not raised)."""
 
@@ -17,6 +19,7 @@ from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks import builtin_candidates, find_task, load_builtin_tasks
 
 SETTINGS = HarnessSettings(test_timeout_s=20, timing_timeout_s=20, overlap_judging=True)
+MODES = [{"overlap_judging": True}, {"overlap_judging": False, "overlap_runs": True}]
 
 
 @pytest.fixture(scope="module")
@@ -31,30 +34,35 @@ def saxpy():
     return task, prepare_c_function(task, SETTINGS, seed=3, defer_baseline=True), builds
 
 
-def test_candidates_in_turn_each_get_their_own_outcome_in_order(saxpy):
+@pytest.mark.parametrize("mode", MODES)
+def test_candidates_in_turn_each_get_their_own_outcome_in_order(saxpy, mode):
     """Here every run ends at the driver's CUDA check, before it could wait for timing, so whether processes
     overlap is shown on the GPU (``tests/gpu/test_gpu_harness.py::test_overlap_judging_never_runs_two_candidates``)."""
     task, prepared, builds = saxpy
     items = [(label, *builds[label]) for label in ("fast", "slow", "wrong", "fast")]
-    outs, _ = run_c_function_group(prepared, [((cid, code, b), b) for cid, code, b in items], SETTINGS, 0)
+    outs, _ = run_c_function_group(prepared, [((cid, code, b), b) for cid, code, b in items],
+                                   replace(SETTINGS, **mode), 0)
     assert [k[0] for k, _ in outs] == ["fast", "slow", "wrong", "fast"]
     for _, out in outs:
         assert isinstance(out, CFunctionOutcome) and out.process_span is not None, out
         assert out.process_span[0] < out.process_span[1]
 
 
-def test_a_harness_fault_of_one_candidate_is_its_unscored_result_only(saxpy, tmp_path):
+@pytest.mark.parametrize("mode", MODES)
+def test_a_harness_fault_of_one_candidate_is_its_unscored_result_only(saxpy, tmp_path, mode):
     task, prepared, builds = saxpy
+    settings = replace(SETTINGS, **mode)
     code, good = builds["fast"]
     gone = replace(good, exe=tmp_path / "evicted-from-the-cache")  # its build vanished: the harness's fault
     items = [("a", code, good), ("b", code, gone), ("c", code, good)]
-    outs, _ = run_c_function_group(prepared, [((cid, c, b), b) for cid, c, b in items], SETTINGS, 0)
+    outs, _ = run_c_function_group(prepared, [((cid, c, b), b) for cid, c, b in items], settings, 0)
     assert [k[0] for k, _ in outs] == ["a", "b", "c"]
     assert isinstance(outs[1][1], OSError)
     assert isinstance(outs[0][1], CFunctionOutcome) and isinstance(outs[2][1], CFunctionOutcome)
-    results = evaluate_c_function_group(task, items, prepared, SETTINGS, 0)
+    results = evaluate_c_function_group(task, items, prepared, settings, 0)
     assert [r.candidate_id for r in results] == ["a", "b", "c"]
     b = results[1]
     assert b.status == "unscored" and b.failure.attributed_to == "harness" and "evicted-from-the-cache" in \
         b.failure.message
     assert not Path(gone.exe).exists()
+

@@ -281,7 +281,8 @@ def _run_batch(tasks, jobs, store, *, settings: HarnessSettings, gpus, compile_w
             except (HarnessError, ToolchainError, OSError) as exc:
                 prep_error = f"{type(exc).__name__}: {exc}"
         if (prep_error is None and isinstance(task, CFunctionTask) and isinstance(prepared, PreparedCFunction)
-                and (settings.timing_rounds > 1 or settings.pipeline_candidates or settings.overlap_judging)):
+                and (settings.timing_rounds > 1 or settings.pipeline_candidates or settings.overlap_judging
+                     or settings.overlap_runs)):
             # the task's candidates in one group: pipelined (one window each) or interleaved (timing_rounds > 1)
             items = [(j.candidate_id, *builds[(j.task_id, j.candidate_id)]) for j in task_jobs]
             try:

@@ -299,6 +299,8 @@ class CFunctionOutcome:
     """Where the run's time went: tests, waiting for a quiet host, timing windows, the end of the process."""
     process_span: tuple[float, float] | None = None
     """When the candidate's process started and ended (``time.monotonic``), as the harness saw it."""
+    window_spans: tuple[tuple[float, float], ...] = ()
+    """When each of its timing windows began and ended (``time.monotonic``): command sent, ``timing_done`` read."""
 
 
 def output_bytes(task: CFunctionTask, outputs: CaseOutputs) -> int:
@@ -591,6 +593,7 @@ class CandidateRun:
         """The timing outputs as read at ``timing_written`` (an exception when unreadable; None: never written)."""
         self.window_ext_ms: list[float] = []
         """Each window as the harness's clock saw it: command sent to ``timing_done`` received."""
+        self.window_spans: list[tuple[float, float]] = []
         self.window_cpu_s: list[float | None] = []
         """Each window's CPU time of the run (all its threads, read from outside it; None: unreadable here)."""
         self._events: queue.Queue[tuple[str, object]] = queue.Queue()
@@ -601,9 +604,17 @@ class CandidateRun:
         self._stopped = False
         self.gone = threading.Event()
         """Set once the process has ended (and everything it started with it), before its outputs are judged."""
+        self.released = threading.Event()
+        """Set once the harness needs nothing more from the live process (its records are read, or it failed and
+        was told to stop): what is left is its exit (:func:`_run_overlapped` starts the next candidate then)."""
         self.process_span: tuple[float, float] | None = None
         """The process's start and end (``time.monotonic``), as the harness saw them."""
-        self.phases_s = {"tests_s": 0.0, "quiet_wait_s": 0.0, "windows_s": 0.0, "exit_s": 0.0, "judge_s": 0.0}
+        self.phases_s = {"setup_s": 0.0, "tests_s": 0.0, "quiet_wait_s": 0.0, "windows_s": 0.0, "close_s": 0.0,
+                         "exit_s": 0.0, "judge_s": 0.0}
+        """``setup_s``: sandbox and process start to the driver's ``ready`` line (its CUDA context up);
+        ``tests_s``: from there to the tests' verdict; ``close_s``: ``stop`` to the last record read;
+        ``exit_s``: ``stop`` to the process gone (``close_s`` included)."""
+        self._t_start = 0.0
         self.host: HostLoad | None = None
         """The host's state around the first timing window (no calibration run: it would lengthen every window)."""
         self._bg: BackgroundSlot | None = None
@@ -651,6 +662,7 @@ class CandidateRun:
             self._error = exc
             self._events.put(("error", exc))
         finally:
+            self.released.set()
             self.gone.set()
 
     def _hold_background(self) -> None:
@@ -665,13 +677,23 @@ class CandidateRun:
             self._bg = None
 
     def _control(self, ctl: Control) -> None:
+        try:
+            self._converse(ctl)
+        finally:
+            if self._stop_sent is not None:
+                self.phases_s["close_s"] = time.monotonic() - self._stop_sent
+            self.released.set()
+
+    def _converse(self, ctl: Control) -> None:
         settings = self.settings
         t0 = time.monotonic()
         line = ctl.read_line(timeout_s=settings.test_timeout_s)
+        t_ready = time.monotonic()
         if line is not None and line.startswith("ready "):
             self.ready = line
+            self.phases_s["setup_s"] = t_ready - self._t_start
             line = ctl.read_line(timeout_s=max(0.1, settings.test_timeout_s - (time.monotonic() - t0)))
-        self.phases_s["tests_s"] = time.monotonic() - t0
+        self.phases_s["tests_s"] = time.monotonic() - (t_ready if self.ready is not None else t0)
         if line != "tests_done":
             if line is None and not ctl.eof:  # the tests ran past their limit
                 ctl.kill()
@@ -686,6 +708,7 @@ class CandidateRun:
         self._events.put(("tests", self.verdict))
         if not ok:
             ctl.send("stop")
+            self._stop_sent = time.monotonic()
             return
         while True:
             try:
@@ -713,6 +736,7 @@ class CandidateRun:
                 t_done = time.monotonic()
                 cpu1 = ctl.cpu_s()
                 self.window_ext_ms.append((t_done - t_sent) * 1e3)
+                self.window_spans.append((t_sent, t_done))
                 self.window_cpu_s.append(None if cpu0 is None or cpu1 is None else cpu1 - cpu0)
                 self.phases_s["windows_s"] += t_done - t_win
             if host.load is not None and self.host is None:
@@ -778,7 +802,7 @@ class CandidateRun:
             # Each phase has its own limit (tests, every timing window); the process may wait idle between
             # phases while the task's other candidates run, so its own wall-clock limit is only a backstop.
             self._stop_sent = None
-            t_start = time.monotonic()
+            t_start = self._t_start = time.monotonic()
             run = run_sandboxed(argv, w, env=env, control=self._control,
                                 limits=SandboxLimits(wall_s=_PROCESS_BACKSTOP_S,
                                                      exit_grace_s=self.settings.exit_grace_s))
@@ -790,7 +814,7 @@ class CandidateRun:
             out = self._judge(w, run)
             self.phases_s["judge_s"] = time.monotonic() - t_end
             return replace(out, phases_s={k: round(v, 4) for k, v in self.phases_s.items()},
-                           process_span=self.process_span)
+                           process_span=self.process_span, window_spans=tuple(self.window_spans))
 
     def _judge(self, w: Path, run: SandboxRun) -> CFunctionOutcome:
         prepared, task = self.prepared, self.prepared.task
@@ -1018,6 +1042,96 @@ def _run_pipelined(prepared: PreparedCFunction, builds: list[tuple[object, Build
     return outcomes
 
 
+CONTENTION_KINDS = frozenset({FailureKind.TIMEOUT, FailureKind.CRASH, FailureKind.CUDA_ERROR, FailureKind.HARNESS})
+"""Failures of a run's hidden tests that another process on the same GPU could have caused (GPU time taken, device
+memory held, a context that could not be made): under ``overlap_runs`` a run that overlapped the previous candidate's
+exit and ends in one of them is run again alone. A wrong output cannot come from another process (their address
+spaces, files, namespaces and user ids are apart), so it stands."""
+
+
+def contention_suspect(run: "CandidateRun") -> bool:
+    """Whether ``run``'s hidden tests ended in a way another process on its GPU could have caused."""
+    v = run.verdict
+    return v is None or (v.failure is not None and v.failure.kind in CONTENTION_KINDS)
+
+
+def overlap_isolated() -> str | None:
+    """Why two candidates' processes may not be alive at once here (None: they may): each run needs a PID namespace
+    of its own, so that neither can see, signal or trace the other."""
+    from cudaperf.harness.sandbox import base_level
+
+    level = base_level()
+    return None if level != "session" else "no PID namespaces here (sandbox level 'session')"
+
+
+def _run_overlapped(prepared: PreparedCFunction, builds: list[tuple[object, BuildOutcome]],
+                    settings: HarnessSettings, gpu_index: int | None, should_stop,
+                    ) -> list[tuple[object, CFunctionOutcome | Exception]]:
+    """``settings.overlap_runs``: candidates in turn, one timing window each, the next candidate's process (its
+    sandbox, CUDA context and hidden tests) starting as soon as the previous one is released (told to stop and its
+    last record read), beside the previous one's exit and judging. Safe for a policy's samples:
+
+    * a candidate's timing window opens only once the previous candidate's process is gone, so timing never shares
+      the GPU with another candidate (the previous one's judging is harness work, kept off timed windows by
+      :mod:`cudaperf.harness.quiet` like any reference run);
+    * two processes alive at once are apart (PID, mount, network and IPC namespaces, a user id each): neither can
+      read, signal or trace the other; all one can do to the other is take GPU time or device memory during its
+      hidden tests, so a run whose tests overlapped the previous process and ended in a way that could cause
+      (:data:`CONTENTION_KINDS`) is run again alone, and only that second run counts.
+
+    Where runs cannot be kept apart (:func:`overlap_isolated`) this is :func:`_run_pipelined` one at a time."""
+    outcomes: list[tuple[object, CFunctionOutcome | Exception]] = []
+    runs: list[tuple[object, CandidateRun]] = []
+    prev: CandidateRun | None = None
+
+    def started(build: BuildOutcome) -> CandidateRun:
+        r = CandidateRun(prepared, build, settings, gpu_index)
+        r.start()
+        return r
+
+    try:
+        for key, build in builds:
+            if should_stop():
+                break
+            if prev is not None:
+                prev.released.wait()
+            overlapped = prev is not None and not prev.gone.is_set()
+            try:
+                r = started(build)
+                if overlapped:
+                    r.phases_s["overlapped"] = 1.0
+                if overlapped and contention_suspect(r):
+                    first = r
+                    first.stop()
+                    try:
+                        first.finish()
+                    except HARNESS_FAULTS:
+                        pass  # the run is redone alone: its first try's fault is not its result
+                    assert prev is not None
+                    prev.gone.wait()
+                    r = started(build)
+                    r.phases_s["isolated_rerun"] = 1.0
+                if r.waiting:
+                    if prev is not None:
+                        prev.gone.wait()
+                    r.time_window(TimingWindow.of(settings, 1, first=True))
+            except HARNESS_FAULTS as exc:
+                outcomes.append((key, exc))
+                continue
+            r.stop()
+            runs.append((key, r))
+            prev = r
+    finally:
+        for key, r in runs:
+            r.stop()
+            try:
+                outcomes.append((key, r.finish()))
+            except HARNESS_FAULTS as exc:
+                outcomes.append((key, exc))
+    order = {id(k): i for i, (k, _) in enumerate(builds)}
+    return sorted(outcomes, key=lambda o: order.get(id(o[0]), len(order)))
+
+
 def run_c_function_group(prepared: PreparedCFunction, builds: list[tuple[object, BuildOutcome]],
                          settings: HarnessSettings, gpu_index: int | None = None, *,
                          should_stop=lambda: False,
@@ -1041,6 +1155,8 @@ def run_c_function_group(prepared: PreparedCFunction, builds: list[tuple[object,
     """
     rounds = max(1, settings.timing_rounds)
     if rounds == 1:
+        if settings.overlap_runs and not settings.pipeline_candidates and overlap_isolated() is None:
+            return _run_overlapped(prepared, builds, settings, gpu_index, should_stop), prepared
         return _run_pipelined(prepared, builds, settings, gpu_index, should_stop), prepared
     runs: list[tuple[object, CandidateRun]] = []
     for key, build in builds:

@@ -43,6 +43,13 @@ class HarnessSettings:
     the harness still judges the previous one's outputs (comparison, evidence, timing records): no two candidate
     processes ever exist at once, so this is safe for a policy's samples, unlike ``pipeline_candidates``. The
     next candidate's timing still waits until the previous one is judged. Off until measured on a GPU."""
+    overlap_runs: bool = False
+    """In a batch, start a task's next C-function candidate (its sandbox, CUDA context and hidden tests) as soon as
+    the harness needs nothing more from the previous one, beside that one's exit and judging; its timing window
+    still waits until the previous process is gone. Two candidates' processes are then alive at once, apart
+    (namespaces and a user id each): a run whose tests overlapped another and crashed, hung or failed a CUDA call is
+    run again alone, so one candidate cannot fail another. Safe for a policy's samples
+    (:func:`cudaperf.harness.run_c_function._run_overlapped`)."""
     prebuild_modelnew: bool = False
     """Build a ``ModelNew`` module's ``load_inline`` extensions on the CPU pool before its GPU run, in a sandbox
     without the GPU's device nodes, and hand the GPU run the built tree (:mod:`cudaperf.harness.modelnew_build`):

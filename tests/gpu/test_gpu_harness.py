@@ -251,6 +251,39 @@ def test_overlap_judging_never_runs_two_candidates(saxpy, prepared):
     assert any(d > 0 for d in overlaps["pipeline_candidates"]), overlaps
 
 
+def test_overlapped_runs_time_alone_and_a_memory_hog_cannot_fail_the_next_candidate(saxpy, prepared, fixtures_dir):
+    """``overlap_runs`` (a policy's samples): the next candidate's process starts beside the previous one's exit, but
+    its timing window opens only once that process is gone; a correct candidate that holds nearly all the GPU's
+    memory until it exits (``hostile/hog_device_memory.cu``) does not fail the honest candidate started beside it:
+    a follower whose tests overlapped it and failed in a way it could cause is run again alone. Every candidate,
+    hog included (it is correct), is timed."""
+    from dataclasses import replace
+
+    from cudaperf.harness.evaluate import build_candidate
+    from cudaperf.harness.run_c_function import overlap_isolated, run_c_function_group
+
+    assert overlap_isolated() is None
+    settings = replace(SETTINGS, budget_ms=200, overlap_runs=True)
+    hog = build_candidate(saxpy, (fixtures_dir / "hostile" / "hog_device_memory.cu").read_text(), settings)
+    fast = build_candidate(saxpy, _bundled("saxpy", "fast"), settings)
+    assert hog.stage == "ok" and fast.stage == "ok"
+    order = ["hog", "fast"] * 4
+    outs, _ = run_c_function_group(prepared, [((i, k), hog if k == "hog" else fast) for i, k in enumerate(order)],
+                                   settings, 0)
+    assert [k[1] for k, _ in outs] == order
+    for (i, kind), o in outs:
+        print(i, kind, o.correct, o.failure, o.phases_s, o.process_span, o.window_spans)
+    assert all(o.correct and o.stage == Stage.TIMED for _, o in outs), [(k, o.failure) for k, o in outs]
+    spans = [o.process_span for _, o in outs]
+    windows = [o.window_spans for _, o in outs]
+    # no window shares the GPU with another candidate's process
+    for j, win in enumerate(windows):
+        for a, b in win:
+            assert all(e <= a or s >= b for k, (s, e) in enumerate(spans) if k != j), (j, win, spans)
+    # and the processes did overlap (the start of one beside the exit of the one before)
+    assert sum(1 for prev, nxt in zip(spans, spans[1:]) if nxt[0] < prev[1]) >= len(order) // 2, spans
+
+
 def test_batch_with_burst_preparation_on_every_gpu(tmp_path):
     """``burst_preparation``: tasks prepared in urgent bursts (no GPU opens a new timed window meanwhile), with the
     queue refilled several times over six tasks on every visible GPU; every candidate is scored and timed in its
