@@ -76,6 +76,10 @@
 #                 add in_run, about a minute a candidate, for the old path), side by side
 #   startup       benchmarks/runner_startup.py: a PyTorch runner's start-up (torch's import, the CUDA context, the
 #                 profiler's first session) plainly, sandboxed, with one protection off at a time, and forked
+#   c-speed       issue 25's C path: the GPU tests of HarnessSettings.overlap_runs, then benchmarks/c_throughput.py
+#                 (16 samples of each of C_TASKS, default 4, held-out C tasks; arms C_ARMS, default serial,
+#                 overlap_judging, overlap_runs, side by side)
+#   startup-seccomp  the startup step with the wheels installed (the sandbox's seccomp filter in force)
 #   tests-s20     the GPU tests written in session 20: device memory left between runs, overlap_judging's process
 #                 spans and its batch case, the adversarial entries session 20 added or changed (hangs at exit,
 #                 host work beside useless kernels: the input rule) and the trust tests
@@ -210,7 +214,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
     # Where a PyTorch runner's start-up goes: plain, sandboxed, sandboxed with one protection off, forked
     timeout "${LIMIT:-400}" python benchmarks/runner_startup.py --out "$OUT/startup" --repeats "${REPEATS:-2}" \
       > "$OUT/startup.log" 2>&1; echo "rc=$?" >> "$OUT/startup.log"; tail -c 3000 "$OUT/startup.log" ;;
-  trust-load|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22|prebuild)
+  trust-load|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22|prebuild|c-speed|startup-seccomp)
     if ls .whl/*.whl > /dev/null 2>&1; then
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
@@ -240,6 +244,19 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
           > "$OUT/prebuild_bench.log" 2>&1
         echo "rc=$?" >> "$OUT/prebuild_bench.log"; tail -c 2000 "$OUT/prebuild_bench.log"
         rm -rf "$OUT"/prebuild/cache-* "$OUT"/prebuild/kb-* ;;
+      c-speed)
+        nvidia-smi --query-gpu=name,clocks.sm,memory.used,temperature.gpu --format=csv > "$OUT/smi.txt" 2>&1
+        timeout "${TEST_LIMIT:-150}" python -m pytest -v -s -m gpu \
+          "tests/gpu/test_gpu_harness.py::test_overlapped_runs_time_alone_and_a_memory_hog_cannot_fail_the_next_candidate" \
+          "tests/gpu/test_gpu_harness.py::test_overlap_judging_never_runs_two_candidates" \
+          -p no:cacheprovider --durations=0 > "$OUT/gpu_overlap.log" 2>&1
+        echo "rc=$?" >> "$OUT/gpu_overlap.log"; tail -c 2500 "$OUT/gpu_overlap.log"
+        timeout "${LIMIT:-400}" python benchmarks/c_throughput.py --out "$OUT/c_speed" --tasks "${C_TASKS:-4}" \
+          --arms "${C_ARMS:-serial,overlap_judging,overlap_runs}" --repeats "${REPEATS:-1}" > "$OUT/c_speed.log" 2>&1
+        echo "rc=$?" >> "$OUT/c_speed.log"; tail -c 2500 "$OUT/c_speed.log"; gzip -f "$OUT"/c_speed/store_*.jsonl ;;
+      startup-seccomp)
+        timeout "${LIMIT:-400}" python benchmarks/runner_startup.py --out "$OUT/startup" --repeats "${REPEATS:-2}" \
+          > "$OUT/startup.log" 2>&1; echo "rc=$?" >> "$OUT/startup.log"; tail -c 3000 "$OUT/startup.log" ;;
       tests-s22)
         nvidia-smi --query-gpu=name,clocks.sm,memory.used,temperature.gpu --format=csv > "$OUT/smi.txt" 2>&1
         timeout "${TEST_LIMIT:-240}" python -m pytest -v -m gpu tests/gpu/test_gpu_sandbox.py tests/gpu/test_gpu_trust.py \
