@@ -570,9 +570,12 @@ class CandidateRun:
     :func:`run_c_function_group`)."""
 
     def __init__(self, prepared: PreparedCFunction, build: BuildOutcome, settings: HarnessSettings,
-                 gpu_index: int | None = None) -> None:
+                 gpu_index: int | None = None, recheck_after: threading.Event | None = None) -> None:
         assert build.exe is not None
         self.prepared, self.build, self.settings, self.gpu_index = prepared, build, settings, gpu_index
+        self.recheck_after = recheck_after
+        """When set: the re-check of the timed calls' outputs (a reference run, background host work that timing
+        windows wait for) waits for this event, so that a group's re-checks run together after its windows."""
         self.want_timing = settings.time_candidates and prepared.baseline_timing is not None
         self.verdict: _TestVerdict | None = None
         self.waiting = False
@@ -950,9 +953,15 @@ class CandidateRun:
         if bad:
             return [], f"the driver kept the outputs of another call on input set {bad[0]} than the last timed one"
         assert prepared.reference_exe is not None
+        if self.recheck_after is not None:  # deferred: the task's windows first, then the re-checks side by side
+            t_wait = time.monotonic()
+            self.recheck_after.wait()
+            self.phases_s["recheck_wait_s"] = time.monotonic() - t_wait
+        t_ref = time.monotonic()
         with HOST.background():
             outs, _ = _run_reference(prepared.reference_exe, ["ptest", *map(str, seeds)], list(prepared.timing_cases),
                                      prepared.task, self.settings.reference_timeout_s, prepared.input_file("timing"))
+        self.phases_s["recheck_s"] = time.monotonic() - t_ref
         return outs, None
 
 
@@ -1074,6 +1083,8 @@ def _run_overlapped(prepared: PreparedCFunction, builds: list[tuple[object, Buil
     * a candidate's timing window opens only once the previous candidate's process is gone, so timing never shares
       the GPU with another candidate (the previous one's judging is harness work, kept off timed windows by
       :mod:`cudaperf.harness.quiet` like any reference run);
+    * the re-checks of the timed calls' outputs (a reference run each, host work that no timing window may share)
+      wait until the task's last window, then run side by side, instead of holding up each next window;
     * two processes alive at once are apart (PID, mount, network and IPC namespaces, a user id each): neither can
       read, signal or trace the other; all one can do to the other is take GPU time or device memory during its
       hidden tests, so a run whose tests overlapped the previous process and ended in a way that could cause
@@ -1083,9 +1094,10 @@ def _run_overlapped(prepared: PreparedCFunction, builds: list[tuple[object, Buil
     outcomes: list[tuple[object, CFunctionOutcome | Exception]] = []
     runs: list[tuple[object, CandidateRun]] = []
     prev: CandidateRun | None = None
+    windows_done = threading.Event()
 
     def started(build: BuildOutcome) -> CandidateRun:
-        r = CandidateRun(prepared, build, settings, gpu_index)
+        r = CandidateRun(prepared, build, settings, gpu_index, recheck_after=windows_done)
         r.start()
         return r
 
@@ -1122,6 +1134,7 @@ def _run_overlapped(prepared: PreparedCFunction, builds: list[tuple[object, Buil
             runs.append((key, r))
             prev = r
     finally:
+        windows_done.set()
         for key, r in runs:
             r.stop()
             try:

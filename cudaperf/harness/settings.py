@@ -48,7 +48,8 @@ class HarnessSettings:
     the harness needs nothing more from the previous one, beside that one's exit and judging; its timing window
     still waits until the previous process is gone. Two candidates' processes are then alive at once, apart
     (namespaces and a user id each): a run whose tests overlapped another and crashed, hung or failed a CUDA call is
-    run again alone, so one candidate cannot fail another. Safe for a policy's samples
+    run again alone, so one candidate cannot fail another. The re-checks of the timed calls' outputs (a reference
+    run each) wait for the task's last window and then run side by side. Safe for a policy's samples
     (:func:`cudaperf.harness.run_c_function._run_overlapped`)."""
     prebuild_modelnew: bool = False
     """Build a ``ModelNew`` module's ``load_inline`` extensions on the CPU pool before its GPU run, in a sandbox
