@@ -273,7 +273,10 @@ def main(argv: list[str] | None = None) -> int:
         p["wall_s"] += call["wall_s"]
         p["new_scored"] += call["new_scored"]
         p["run_wall_s"] += call["run_wall_s"]
-        p["last_call"] = call
+        p["last_call"] = {**call, "overlap_runs": args.overlap_runs, "overlap_judging": args.overlap_judging}
+        p.setdefault("calls_by_mode", {})
+        mode = "overlap_runs" if args.overlap_runs else "overlap_judging" if args.overlap_judging else "serial"
+        p["calls_by_mode"][mode] = p["calls_by_mode"].get(mode, 0) + 1
         progress_path.write_text(json.dumps(progress, indent=1))
 
     summary = {"gpu": gpu, "executor": args.executor, "seed": args.seed, "budget_ms": args.budget_ms,
