@@ -66,3 +66,48 @@ def test_a_harness_fault_of_one_candidate_is_its_unscored_result_only(saxpy, tmp
         b.failure.message
     assert not Path(gone.exe).exists()
 
+
+
+def test_recheck_gate_lets_rechecks_go_in_batches_then_all():
+    """``overlap_runs`` holds each re-check (a reference run no window may share) until a batch of them waits,
+    then lets that batch go side by side; once the task's windows are done every re-check goes, later ones too."""
+    import threading
+    import time
+
+    from cudaperf.harness.run_c_function import RecheckGate
+
+    gate = RecheckGate(3)
+    passed: list[int] = []
+
+    def waiter(i: int) -> None:
+        gate.wait()
+        passed.append(i)
+
+    def start(i: int) -> threading.Thread:
+        t = threading.Thread(target=waiter, args=(i,), daemon=True)
+        t.start()
+        return t
+
+    def settle(n_waiting: int) -> None:
+        deadline = time.monotonic() + 10
+        while gate._waiting < n_waiting and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    first = [start(i) for i in range(2)]
+    settle(2)
+    assert not gate.release_if_full() and passed == []  # two of a batch of three: they wait
+    first.append(start(2))
+    settle(3)
+    assert gate.release_if_full()
+    for t in first:
+        t.join(5)
+    assert sorted(passed) == [0, 1, 2]
+    late = start(3)
+    settle(1)
+    assert sorted(passed) == [0, 1, 2] and late.is_alive()  # the fourth waits for a batch, or the end
+    gate.open()
+    late.join(5)
+    after = start(4)
+    after.join(5)
+    assert sorted(passed) == [0, 1, 2, 3, 4]
+    assert not late.is_alive() and not after.is_alive()

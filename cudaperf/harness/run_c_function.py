@@ -570,12 +570,12 @@ class CandidateRun:
     :func:`run_c_function_group`)."""
 
     def __init__(self, prepared: PreparedCFunction, build: BuildOutcome, settings: HarnessSettings,
-                 gpu_index: int | None = None, recheck_after: threading.Event | None = None) -> None:
+                 gpu_index: int | None = None, recheck_after: "RecheckGate | None" = None) -> None:
         assert build.exe is not None
         self.prepared, self.build, self.settings, self.gpu_index = prepared, build, settings, gpu_index
         self.recheck_after = recheck_after
         """When set: the re-check of the timed calls' outputs (a reference run, background host work that timing
-        windows wait for) waits for this event, so that a group's re-checks run together after its windows."""
+        windows wait for) waits for this gate, so that a group's re-checks run in batches between its windows."""
         self.want_timing = settings.time_candidates and prepared.baseline_timing is not None
         self.verdict: _TestVerdict | None = None
         self.waiting = False
@@ -1073,6 +1073,44 @@ def overlap_isolated() -> str | None:
     return None if level != "session" else "no PID namespaces here (sandbox level 'session')"
 
 
+class RecheckGate:
+    """Holds a group's re-checks of timed outputs (reference runs: host work that no timing window may share) and
+    lets them go in batches, side by side, between two windows: one wait of the next window for a batch instead of
+    one for each re-check, and never more than a batch of candidates' timing outputs held in memory waiting."""
+
+    def __init__(self, batch: int) -> None:
+        self.batch = max(1, batch)
+        self._cv = threading.Condition()
+        self._generation = 0
+        self._waiting = 0
+        self._open = False
+
+    def wait(self) -> None:
+        """A candidate's thread, before its re-check: wait for its batch to be let go."""
+        with self._cv:
+            if self._open:
+                return
+            gen = self._generation
+            self._waiting += 1
+            self._cv.wait_for(lambda: self._open or self._generation != gen)
+
+    def release_if_full(self) -> bool:
+        """Between windows: let the waiting re-checks go once a batch of them waits."""
+        with self._cv:
+            if self._waiting < self.batch:
+                return False
+            self._generation += 1
+            self._waiting = 0
+            self._cv.notify_all()
+            return True
+
+    def open(self) -> None:
+        """The group's last window is done: every re-check goes, now and later."""
+        with self._cv:
+            self._open = True
+            self._cv.notify_all()
+
+
 def _run_overlapped(prepared: PreparedCFunction, builds: list[tuple[object, BuildOutcome]],
                     settings: HarnessSettings, gpu_index: int | None, should_stop,
                     ) -> list[tuple[object, CFunctionOutcome | Exception]]:
@@ -1084,7 +1122,8 @@ def _run_overlapped(prepared: PreparedCFunction, builds: list[tuple[object, Buil
       the GPU with another candidate (the previous one's judging is harness work, kept off timed windows by
       :mod:`cudaperf.harness.quiet` like any reference run);
     * the re-checks of the timed calls' outputs (a reference run each, host work that no timing window may share)
-      wait until the task's last window, then run side by side, instead of holding up each next window;
+      wait and go in batches of ``settings.recheck_batch``, side by side, between two windows (and the rest after
+      the task's last one), instead of holding up each next window;
     * two processes alive at once are apart (PID, mount, network and IPC namespaces, a user id each): neither can
       read, signal or trace the other; all one can do to the other is take GPU time or device memory during its
       hidden tests, so a run whose tests overlapped the previous process and ended in a way that could cause
@@ -1094,10 +1133,10 @@ def _run_overlapped(prepared: PreparedCFunction, builds: list[tuple[object, Buil
     outcomes: list[tuple[object, CFunctionOutcome | Exception]] = []
     runs: list[tuple[object, CandidateRun]] = []
     prev: CandidateRun | None = None
-    windows_done = threading.Event()
+    gate = RecheckGate(settings.recheck_batch)
 
     def started(build: BuildOutcome) -> CandidateRun:
-        r = CandidateRun(prepared, build, settings, gpu_index, recheck_after=windows_done)
+        r = CandidateRun(prepared, build, settings, gpu_index, recheck_after=gate)
         r.start()
         return r
 
@@ -1133,8 +1172,9 @@ def _run_overlapped(prepared: PreparedCFunction, builds: list[tuple[object, Buil
             r.stop()
             runs.append((key, r))
             prev = r
+            gate.release_if_full()  # beside this one's exit and the next one's start: no window is open
     finally:
-        windows_done.set()
+        gate.open()
         for key, r in runs:
             r.stop()
             try:

@@ -49,8 +49,12 @@ class HarnessSettings:
     still waits until the previous process is gone. Two candidates' processes are then alive at once, apart
     (namespaces and a user id each): a run whose tests overlapped another and crashed, hung or failed a CUDA call is
     run again alone, so one candidate cannot fail another. The re-checks of the timed calls' outputs (a reference
-    run each) wait for the task's last window and then run side by side. Safe for a policy's samples
+    run each) go in batches of ``recheck_batch``, side by side between two windows. Safe for a policy's samples
     (:func:`cudaperf.harness.run_c_function._run_overlapped`)."""
+    recheck_batch: int = 8
+    """With ``overlap_runs``: re-checks of timed outputs held back and then run side by side (each holds its
+    candidate's timing outputs in memory while it waits). On the H200 in session 24, holding every re-check to the
+    end of a task of about 60 candidates made each wait up to 95 s and held them all."""
     prebuild_modelnew: bool = False
     """Build a ``ModelNew`` module's ``load_inline`` extensions on the CPU pool before its GPU run, in a sandbox
     without the GPU's device nodes, and hand the GPU run the built tree (:mod:`cudaperf.harness.modelnew_build`):
@@ -197,6 +201,8 @@ class HarnessSettings:
             raise ValueError("n_tests must be >= 5 (hidden tests per evaluation)")
         if self.min_reps < 1 or self.max_reps < self.min_reps:
             raise ValueError("need 1 <= min_reps <= max_reps")
+        if self.recheck_batch < 1:
+            raise ValueError("recheck_batch must be >= 1")
         if self.timing_rounds < 1:
             raise ValueError("timing_rounds must be >= 1")
         if self.speedup_estimator not in SPEEDUP_ESTIMATORS:
