@@ -85,9 +85,12 @@ Not covered
   * device memory a run leaves behind: the driver, not the sandbox, decides what a later context's allocations
     hold; ``tests/gpu/test_gpu_sandbox.py`` (``tests/fixtures/hostile/gpu_residue.cu``) checks that a run's pattern
     does not reach the next run (passed on the H200, session 21);
-  * GPU memory and GPU time of other processes on the same GPU: the executor never runs two candidates on one
-    GPU at once (except ``timing_rounds`` > 1, where a task's trusted variants wait side by side); a GPU fault is
-    sticky only for the faulting process, which is then gone;
+  * GPU memory and GPU time of other processes on the same GPU: no candidate's timing window shares its GPU with
+    another candidate's process (except ``timing_rounds`` > 1, where a task's trusted variants wait side by side).
+    With ``HarnessSettings.overlap_runs`` a candidate's start and hidden tests overlap the previous candidate's
+    exit: that one can take GPU time or device memory from them (``tests/fixtures/hostile/hog_device_memory.cu``),
+    so a run that overlapped and crashed, hung, failed a CUDA call or found no usable GPU is run again alone; a
+    GPU fault is sticky only for the faulting process, which is then gone;
   * the trusted driver that times a ``c_function`` candidate shares its process. What stands: the static checks
     and the symbol check stop the direct ways to replace its functions; it reads the clock with the system call
     itself (a rewritten or redirected C library ``clock_gettime`` does not reach it); the harness times every

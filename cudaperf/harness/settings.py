@@ -223,7 +223,7 @@ class HarnessSettings:
     @property
     def timing_method(self) -> str:
         return (f"host wall clock (CLOCK_MONOTONIC) around the call + cudaDeviceSynchronize, host inputs in, "
-                f"host outputs out; fresh host buffers per call; tests then timing in one process; warm-up "
+                f"host outputs out; inputs copied afresh per call; tests then timing in one process; warm-up "
                 f"{self.warmup} calls and >= {self.warmup_ms:.0f} ms; "
                 f"{self.min_reps}..{self.max_reps} reps until cv < {self.cv_target} or {self.budget_ms:.0f} ms"
                 + (f", in {self.timing_rounds} windows interleaved with the task's other candidates and the "
