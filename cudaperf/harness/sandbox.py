@@ -93,7 +93,8 @@ Not covered
     GPU fault is sticky only for the faulting process, which is then gone;
   * the trusted driver that times a ``c_function`` candidate shares its process. What stands: the static checks
     and the symbol check stop the direct ways to replace its functions; it reads the clock with the system call
-    itself (a rewritten or redirected C library ``clock_gettime`` does not reach it); the harness times every
+    itself (a rewritten or redirected C library ``clock_gettime`` does not reach it, nor, since session 24, the
+    CUPTI probe's kernel and copy durations, which CUPTI converted with the C library's clock); the harness times every
     window with its own clock and gives no credit when the driver's record falls short of it; timed inputs are
     perturbed per call and the last timed call on each input set is re-checked against the reference on the same
     inputs; one timed call per window, drawn by the harness, is traced and must bring its outputs back from the

@@ -7,7 +7,32 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "probe.h"
+
+/* CUPTI turns the GPU's timestamps into host time with the C library's clock_gettime by default, and a candidate
+ * in the same process can rewrite that function (adversarial/saxpy_clock_rewrite_runtime.cu did, and its traced
+ * call's kernel and copy durations came out 60 times short on the H200 in session 24). The probe gives CUPTI its
+ * own clock: the clock_gettime system call itself, as the driver reads it. Weak: a CUPTI without the call keeps
+ * its own clock. */
+#pragma weak cuptiActivityRegisterTimestampCallback
+
+static uint64_t CUPTIAPI trusted_now_ns(void) {
+    struct timespec ts = {0, 0};
+#if defined(__x86_64__)
+    long rc;
+    __asm__ volatile ("syscall" : "=a"(rc) : "0"(228L), "D"((long)CLOCK_MONOTONIC), "S"(&ts) : "rcx", "r11", "memory");
+    (void)rc;
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = 113;
+    register long x0 __asm__("x0") = CLOCK_MONOTONIC;
+    register long x1 __asm__("x1") = (long)&ts;
+    __asm__ volatile ("svc 0" : "+r"(x0) : "r"(x8), "r"(x1) : "memory");
+#else
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static cudaperf_probe_stats g_stats;
 static int g_ready = 0;
@@ -52,6 +77,7 @@ static void CUPTIAPI on_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t
 }
 
 int cudaperf_probe_init(char *err, int errlen) {
+    if (cuptiActivityRegisterTimestampCallback) cuptiActivityRegisterTimestampCallback(trusted_now_ns);
     CUptiResult r = cuptiActivityRegisterCallbacks(on_buffer_requested, on_buffer_completed);
     if (r != CUPTI_SUCCESS) {
         const char *msg = NULL;
