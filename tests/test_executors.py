@@ -263,12 +263,13 @@ def test_cli_executor_option(tmp_path):
     assert ok.exit_code == 0, ok.output[-2000:]
     header = json.loads((run / "run.json").read_text())
     assert header["compile_only"] is True and header["settings"]["executor"] == "compile-only"
+    assert header["settings"]["overlap_runs"] is False  # the harness setting the run judged with, recorded
     (res,) = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
     assert res["failure"]["message"] == COMPILE_ONLY_MESSAGE  # the oracle's answer compiled, and was not run
     # --compile-only is the same run: it resumes the directory, judging nothing again
     again = runner.invoke(app, ["eval", "--compile-only", "--policy", "oracle", "--tasks", "small", "--limit", "1",
                                 "--samples", "1", "--turns", "1", "--summarizer", "template", "--no-fewshot",
-                                "--no-report", "--out", str(run)])
+                                "--no-report", "--overlap-runs", "--out", str(run)])
     assert again.exit_code == 0, again.output[-2000:]
     assert len((run / "results.jsonl").read_text().splitlines()) == 1
 

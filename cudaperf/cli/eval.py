@@ -105,6 +105,11 @@ def eval_command(
                                            "(adaptive repetitions stop past it or once cv < 2 %)."),
     max_reps: int = typer.Option(30, "--max-reps", help="Timed calls per correct candidate at most (at least 5, the "
                                  "paper's; the dataset's measurement takes up to 100)."),
+    overlap_runs: bool = typer.Option(False, "--overlap-runs/--no-overlap-runs", help="Start each C candidate "
+                                      "beside the previous one's exit (its timing still waits for that process to "
+                                      "be gone; a run that overlapped and crashed, hung or failed a CUDA call is "
+                                      "redone alone): about 1.35x the candidates per minute on the H200. Off by "
+                                      "default until its current form has run on a GPU."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write metrics.json and report.html at the end."),
     strategy: str = typer.Option("refine", "--strategy", help="'refine' (each turn repairs or improves the last "
                                  "answer) or 'evolve' (repair while incorrect; then keep the best correct answer "
@@ -184,7 +189,7 @@ def eval_command(
         pol = load_policy(policy, **opts)
     except (PolicyError, ValueError, FileNotFoundError) as exc:
         _fail(f"policy {policy}: {exc}")
-    harness = HarnessSettings(budget_ms=timing_budget_ms, max_reps=max_reps)
+    harness = HarnessSettings(budget_ms=timing_budget_ms, max_reps=max_reps, overlap_runs=overlap_runs)
     total = len(ts.tasks) * samples * turns
     with eval_progress(total) as progress:
         try:
@@ -194,7 +199,7 @@ def eval_command(
                                                 "static_cache": static_cache,
                                                 "summarizer": summarizer,
                                                 "fewshot": fewshot, "timing_budget_ms": timing_budget_ms,
-                                                "max_reps": max_reps,
+                                                "max_reps": max_reps, "overlap_runs": overlap_runs,
                                                 "ranker": str(ranker) if ranker else None})
         except (RunDirError, StoreMismatchError, ExecutorError) as exc:
             _fail(str(exc))
