@@ -79,6 +79,9 @@
 #   c-speed       issue 25's C path: the GPU tests of HarnessSettings.overlap_runs, then benchmarks/c_throughput.py
 #                 (16 samples of each of C_TASKS, default 4, held-out C tasks; arms C_ARMS, default serial,
 #                 overlap_judging, overlap_runs, side by side)
+#   verify-s24    session 24's CPU-side changes on a GPU (the driver's mapped inputs and pooled buffers, the probe's
+#                 clock for CUPTI, overlap_runs' batched re-checks), the harness and trust GPU tests and the
+#                 adversarial entries they touch (TEST_LIMIT, ADV_LIMIT)
 #   startup-seccomp  the startup step with the wheels installed (the sandbox's seccomp filter in force)
 #   tests-s20     the GPU tests written in session 20: device memory left between runs, overlap_judging's process
 #                 spans and its batch case, the adversarial entries session 20 added or changed (hangs at exit,
@@ -214,7 +217,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
     # Where a PyTorch runner's start-up goes: plain, sandboxed, sandboxed with one protection off, forked
     timeout "${LIMIT:-400}" python benchmarks/runner_startup.py --out "$OUT/startup" --repeats "${REPEATS:-2}" \
       > "$OUT/startup.log" 2>&1; echo "rc=$?" >> "$OUT/startup.log"; tail -c 3000 "$OUT/startup.log" ;;
-  trust-load|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22|prebuild|c-speed|startup-seccomp)
+  trust-load|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22|prebuild|c-speed|startup-seccomp|verify-s24)
     if ls .whl/*.whl > /dev/null 2>&1; then
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
@@ -254,6 +257,20 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
         timeout "${LIMIT:-400}" python benchmarks/c_throughput.py --out "$OUT/c_speed" --tasks "${C_TASKS:-4}" \
           --arms "${C_ARMS:-serial,overlap_judging,overlap_runs}" --repeats "${REPEATS:-1}" > "$OUT/c_speed.log" 2>&1
         echo "rc=$?" >> "$OUT/c_speed.log"; tail -c 2500 "$OUT/c_speed.log"; gzip -f "$OUT"/c_speed/store_*.jsonl ;;
+      verify-s24)
+        # session 24's CPU-side changes on a GPU: the driver's mapped inputs and pooled buffers (every C run), the
+        # probe's own clock for CUPTI, overlap_runs' batched re-checks (with exclusive timing too); then the
+        # adversarial entries they touch and the trust tests
+        nvidia-smi --query-gpu=name,clocks.sm,memory.used,temperature.gpu --format=csv > "$OUT/smi.txt" 2>&1
+        timeout "${TEST_LIMIT:-300}" python -m pytest -v -m gpu tests/gpu/test_gpu_harness.py tests/gpu/test_gpu_trust.py \
+          -k "overlap or correct_candidate or wrong_candidate or caching or trust or timed or forged" \
+          -p no:cacheprovider --durations=0 > "$OUT/gpu_verify_s24.log" 2>&1
+        echo "rc=$?" >> "$OUT/gpu_verify_s24.log"; tail -c 2500 "$OUT/gpu_verify_s24.log"
+        CUDAPERF_ADVERSARIAL_TABLE=$OUT/adv_s24.jsonl timeout "${ADV_LIMIT:-240}" python -m pytest -v -m gpu \
+          tests/gpu/test_gpu_adversarial.py -p no:cacheprovider --durations=0 \
+          -k "clock_rewrite or pin_across or token or cache or forged or side_stream or host_final or spin" \
+          > "$OUT/gpu_adv_s24.log" 2>&1
+        echo "rc=$?" >> "$OUT/gpu_adv_s24.log"; tail -c 1500 "$OUT/gpu_adv_s24.log" ;;
       startup-seccomp)
         timeout "${LIMIT:-400}" python benchmarks/runner_startup.py --out "$OUT/startup" --repeats "${REPEATS:-2}" \
           > "$OUT/startup.log" 2>&1; echo "rc=$?" >> "$OUT/startup.log"; tail -c 3000 "$OUT/startup.log" ;;

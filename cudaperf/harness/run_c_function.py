@@ -812,6 +812,9 @@ class CandidateRun:
             t_end = time.monotonic()
             self.process_span = (t_start, t_end)
             self.gone.set()  # the process and all it started are gone (run_sandboxed kills what is left)
+            # its host work is over: judging takes background slots of its own where it needs them (a re-check
+            # waiting for its batch must not hold one: the next window would wait for it, and it for the window)
+            self._release_background()
             if self._stop_sent is not None:
                 self.phases_s["exit_s"] = t_end - self._stop_sent
             out = self._judge(w, run)

@@ -284,6 +284,33 @@ def test_overlapped_runs_time_alone_and_a_memory_hog_cannot_fail_the_next_candid
     assert sum(1 for prev, nxt in zip(spans, spans[1:]) if nxt[0] < prev[1]) >= len(order) // 2, spans
 
 
+def test_overlapped_runs_under_exclusive_timing_release_their_rechecks(saxpy, prepared):
+    """``overlap_runs`` with ``exclusive_timing`` (a candidate's own host work held as background work) and re-checks
+    let go one at a time: a run waiting for its re-check's turn holds no background slot, so the next window is not
+    held up by it (which would wait for that window in turn); every candidate is timed, within a bounded time."""
+    import threading
+    from dataclasses import replace
+
+    from cudaperf.harness.evaluate import build_candidate
+    from cudaperf.harness.quiet import HOST
+    from cudaperf.harness.run_c_function import run_c_function_group
+
+    settings = replace(SETTINGS, budget_ms=200, overlap_runs=True, exclusive_timing=True, recheck_batch=1)
+    fast = build_candidate(saxpy, _bundled("saxpy", "fast"), settings)
+    done: dict = {}
+
+    def group() -> None:
+        with HOST.exclusive_mode(True):
+            done["outs"], _ = run_c_function_group(prepared, [((i,), fast) for i in range(4)], settings, 0)
+
+    t = threading.Thread(target=group, daemon=True)
+    t.start()
+    t.join(240)
+    assert not t.is_alive(), "the group did not end: a held re-check and a waiting window wait for each other"
+    assert all(o.correct and o.stage == Stage.TIMED for _, o in done["outs"]), [o.failure for _, o in done["outs"]]
+    assert HOST.state() == (0, 0, 0)
+
+
 def test_batch_with_burst_preparation_on_every_gpu(tmp_path):
     """``burst_preparation``: tasks prepared in urgent bursts (no GPU opens a new timed window meanwhile), with the
     queue refilled several times over six tasks on every visible GPU; every candidate is scored and timed in its
