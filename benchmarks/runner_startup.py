@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -29,11 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-CHILD = r"""
-import json, sys, time
-t0 = time.perf_counter()
-import torch
-t1 = time.perf_counter()
+# After torch's import: the CUDA context, a first kernel, the profiler's first session (t1 .. t4).
+MEASURE = r"""
 torch.cuda.init()
 x = torch.zeros(1, device="cuda")
 torch.cuda.synchronize()
@@ -46,6 +44,14 @@ with profile(activities=[ProfilerActivity.CUDA]) as prof:
     torch.cuda.synchronize()
 prof.events()
 t4 = time.perf_counter()
+"""
+
+CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import torch
+t1 = time.perf_counter()
+""" + MEASURE + r"""
 print(json.dumps({"import_s": t1 - t0, "cuda_s": t2 - t1, "kernel_s": t3 - t2, "profiler_s": t4 - t3}))
 """
 
@@ -57,18 +63,7 @@ t0 = time.perf_counter()
 pid = os.fork()
 if pid == 0:
     t1 = time.perf_counter()
-    torch.cuda.init()
-    x = torch.zeros(1, device="cuda")
-    torch.cuda.synchronize()
-    t2 = time.perf_counter()
-    (x + 1).sum().item()
-    t3 = time.perf_counter()
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        torch.zeros(1, device="cuda").add_(1)
-        torch.cuda.synchronize()
-    prof.events()
-    t4 = time.perf_counter()
+""" + textwrap.indent(MEASURE, "    ") + r"""
     os.write(w, json.dumps({"import_s": 0.0, "cuda_s": t2 - t1, "kernel_s": t3 - t2, "profiler_s": t4 - t3,
                             "child_s": t4 - t0}).encode())
     os._exit(0)
@@ -113,21 +108,11 @@ def forked() -> dict:
     pid = os.fork()
     if pid == 0:
         os.close(r)
+        ns = {"torch": torch, "time": time}
         t1 = time.perf_counter()
-        torch.cuda.init()
-        x = torch.zeros(1, device="cuda")
-        torch.cuda.synchronize()
-        t2 = time.perf_counter()
-        (x + 1).sum().item()
-        t3 = time.perf_counter()
-        from torch.profiler import ProfilerActivity, profile
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            torch.zeros(1, device="cuda").add_(1)
-            torch.cuda.synchronize()
-        prof.events()
-        t4 = time.perf_counter()
-        os.write(wfd, json.dumps({"import_s": 0.0, "cuda_s": t2 - t1, "kernel_s": t3 - t2,
-                                  "profiler_s": t4 - t3}).encode())
+        exec(MEASURE, ns)
+        os.write(wfd, json.dumps({"import_s": 0.0, "cuda_s": ns["t2"] - t1, "kernel_s": ns["t3"] - ns["t2"],
+                                  "profiler_s": ns["t4"] - ns["t3"]}).encode())
         os._exit(0)
     os.close(wfd)
     data = b""
