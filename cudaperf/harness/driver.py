@@ -222,10 +222,10 @@ static void buf_put(void *p, size_t n) {{
      * cannot be, and is neither reused nor freed (its range stays apart). */
     {{
         struct cudaPointerAttributes at;
-        if (cudaPointerGetAttributes(&at, p) == cudaSuccess && at.type != cudaMemoryTypeUnregistered) {{
+        if (cudaPointerGetAttributes(&at, p) == cudaSuccess && at.type == cudaMemoryTypeHost) {{ /* pinned */
             int undone = cudaHostUnregister(p) == cudaSuccess;
             (void)cudaGetLastError();
-            if (!undone || (cudaPointerGetAttributes(&at, p) == cudaSuccess && at.type != cudaMemoryTypeUnregistered)) {{
+            if (!undone || (cudaPointerGetAttributes(&at, p) == cudaSuccess && at.type == cudaMemoryTypeHost)) {{
                 (void)cudaGetLastError();
                 return;
             }}
