@@ -82,6 +82,8 @@
 #   verify-s24    session 24's CPU-side changes on a GPU (the driver's mapped inputs and pooled buffers, the probe's
 #                 clock for CUPTI, overlap_runs' batched re-checks), the harness and trust GPU tests and the
 #                 adversarial entries they touch (TEST_LIMIT, ADV_LIMIT)
+#   speed-load    c_throughput.py's arms (C_ARMS, default serial,overlap_runs) without c-speed's GPU tests, then
+#                 trust-load (LOAD_ARGS) until LIMIT seconds from the call's start
 #   startup-seccomp  the startup step with the wheels installed (the sandbox's seccomp filter in force)
 #   tests-s20     the GPU tests written in session 20: device memory left between runs, overlap_judging's process
 #                 spans and its batch case, the adversarial entries session 20 added or changed (hangs at exit,
@@ -217,7 +219,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
     # Where a PyTorch runner's start-up goes: plain, sandboxed, sandboxed with one protection off, forked
     timeout "${LIMIT:-400}" python benchmarks/runner_startup.py --out "$OUT/startup" --repeats "${REPEATS:-2}" \
       > "$OUT/startup.log" 2>&1; echo "rc=$?" >> "$OUT/startup.log"; tail -c 3000 "$OUT/startup.log" ;;
-  trust-load|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22|prebuild|c-speed|startup-seccomp|verify-s24)
+  trust-load|speed-load|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22|prebuild|c-speed|startup-seccomp|verify-s24)
     if ls .whl/*.whl > /dev/null 2>&1; then
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
@@ -227,6 +229,14 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
     case "$step" in
       trust-load)
         load_run "${LIMIT:-570}" "${LOAD_MINUTES:-8}" ;;
+      speed-load)
+        t0=$SECONDS
+        nvidia-smi --query-gpu=name,clocks.sm,memory.used,temperature.gpu --format=csv > "$OUT/smi.txt" 2>&1
+        timeout "${SPEED_LIMIT:-330}" python benchmarks/c_throughput.py --out "$OUT/c_speed" --tasks "${C_TASKS:-4}" \
+          --arms "${C_ARMS:-serial,overlap_runs}" --repeats "${REPEATS:-1}" > "$OUT/c_speed.log" 2>&1
+        echo "rc=$?" >> "$OUT/c_speed.log"; tail -c 2500 "$OUT/c_speed.log"; gzip -f "$OUT"/c_speed/store_*.jsonl
+        left=$(( ${LIMIT:-570} - (SECONDS - t0) ))
+        [ "$left" -gt 90 ] && load_run "$left" "$(( (left - 45) / 60 ))" ;;
       kb-sample)
         [ -d .device/kb/level1 ] || { echo "carry a KernelBench checkout's KernelBench folder as .device/kb"; exit 2; }
         timeout "${LIMIT:-570}" python benchmarks/kernelbench_sample.py --kernelbench .device/kb --out "$OUT/kb" \
