@@ -5,9 +5,9 @@ differ only in how a task's candidates follow one another on the GPU, side by si
     python benchmarks/c_throughput.py --out DIR [--tasks 4] [--samples 16] [--arms serial,overlap_judging,overlap_runs]
                                       [--repeats 1] [--timing-budget-ms 500] [--max-reps 30]
 
-Arms (``HarnessSettings``): ``serial`` (the default: a candidate's process starts once the previous one is gone and
-judged), ``overlap_judging`` (once it is gone; judging overlaps), ``overlap_runs`` (once it is released: its exit
-and judging overlap the next one's start and tests; timing still waits until it is gone). Arms alternate ``--repeats``
+Arms (``HarnessSettings``): ``serial`` (a candidate's process starts once the previous one is gone and
+judged), ``overlap_judging`` (once it is gone; judging overlaps), ``overlap_runs`` (the default since session 25: once it is
+released, its exit and judging overlap the next one's start and tests; timing still waits until it is gone). Arms alternate ``--repeats``
 times; each gets the same answers, each made a new source by a nonce (every one goes through nvcc, as a policy's
 samples would).
 
@@ -29,7 +29,8 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-ARMS = {"serial": {}, "overlap_judging": {"overlap_judging": True}, "overlap_runs": {"overlap_runs": True}}
+ARMS = {"serial": {"overlap_runs": False}, "overlap_judging": {"overlap_judging": True, "overlap_runs": False},
+        "overlap_runs": {"overlap_runs": True}}
 PHASES = ("setup_s", "tests_s", "windows_s", "close_s", "exit_s", "judge_s", "run_s", "compile_s")
 
 

@@ -82,7 +82,8 @@
 #   verify-s24    session 24's CPU-side changes on a GPU (the driver's mapped inputs and pooled buffers, the probe's
 #                 clock for CUPTI, overlap_runs' batched re-checks), the harness and trust GPU tests and the
 #                 adversarial entries they touch (TEST_LIMIT, ADV_LIMIT)
-#   speed-load    c_throughput.py's arms (C_ARMS, default serial,overlap_runs) without c-speed's GPU tests, then
+#   speed-load    c_throughput.py's arms (C_ARMS, default serial,overlap_runs; C_ARGS more of its flags, e.g.
+#                 "--max-reps 5" for the paper's five timed runs) without c-speed's GPU tests, then
 #                 trust-load (LOAD_ARGS) until LIMIT seconds from the call's start
 #   startup-seccomp  the startup step with the wheels installed (the sandbox's seccomp filter in force)
 #   tests-s20     the GPU tests written in session 20: device memory left between runs, overlap_judging's process
@@ -233,7 +234,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
         t0=$SECONDS
         nvidia-smi --query-gpu=name,clocks.sm,memory.used,temperature.gpu --format=csv > "$OUT/smi.txt" 2>&1
         timeout "${SPEED_LIMIT:-330}" python benchmarks/c_throughput.py --out "$OUT/c_speed" --tasks "${C_TASKS:-4}" \
-          --arms "${C_ARMS:-serial,overlap_runs}" --repeats "${REPEATS:-1}" > "$OUT/c_speed.log" 2>&1
+          --arms "${C_ARMS:-serial,overlap_runs}" --repeats "${REPEATS:-1}" ${C_ARGS:-} > "$OUT/c_speed.log" 2>&1
         echo "rc=$?" >> "$OUT/c_speed.log"; tail -c 2500 "$OUT/c_speed.log"; gzip -f "$OUT"/c_speed/store_*.jsonl
         left=$(( ${LIMIT:-570} - (SECONDS - t0) ))
         [ "$left" -gt 90 ] && load_run "$left" "$(( (left - 45) / 60 ))" ;;
@@ -265,7 +266,8 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
           -p no:cacheprovider --durations=0 > "$OUT/gpu_overlap.log" 2>&1
         echo "rc=$?" >> "$OUT/gpu_overlap.log"; tail -c 2500 "$OUT/gpu_overlap.log"
         timeout "${LIMIT:-400}" python benchmarks/c_throughput.py --out "$OUT/c_speed" --tasks "${C_TASKS:-4}" \
-          --arms "${C_ARMS:-serial,overlap_judging,overlap_runs}" --repeats "${REPEATS:-1}" > "$OUT/c_speed.log" 2>&1
+          --arms "${C_ARMS:-serial,overlap_judging,overlap_runs}" --repeats "${REPEATS:-1}" ${C_ARGS:-} \
+          > "$OUT/c_speed.log" 2>&1
         echo "rc=$?" >> "$OUT/c_speed.log"; tail -c 2500 "$OUT/c_speed.log"; gzip -f "$OUT"/c_speed/store_*.jsonl ;;
       verify-s24)
         # session 24's CPU-side changes on a GPU: the driver's mapped inputs and pooled buffers (every C run), the

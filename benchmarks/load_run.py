@@ -3,15 +3,15 @@ executor, beside a clean batch of honest candidates alone.
 
     python benchmarks/load_run.py --out DIR [--honest 1800] [--clean 200] [--hostile-copies 2] [--max-tasks N]
                                   [--max-minutes M] [--executor local|compile-only] [--budget-ms 500]
-                                  [--max-reps 30] [--overlap-judging]
+                                  [--max-reps 30] [--no-overlap-runs] [--overlap-judging]
 
 Honest candidates are measured-correct variants of the built-in dataset's C-function tasks (drawn at random with
 ``--seed``; the clean batch and the load's honest part are disjoint draws from the same pool). When the load asks
 for more honest candidates than the pool has after the clean batch (``--max-tasks``: an RL step's shape, many
 samples of few tasks), its variants are used again, each copy a distinct source by a trailing comment (so nvcc
 runs for it), as a policy's samples of one task often repeat each other. Timing is ``cudaperf eval``'s
-(``--budget-ms 500 --max-reps 30``); ``--overlap-judging`` runs the batches with
-``HarnessSettings.overlap_judging``. Hostile ones are every
+(``--budget-ms 500 --max-reps 30``), and so is ``HarnessSettings.overlap_runs`` (``--no-overlap-runs``: one
+process after another); ``--overlap-judging`` runs the batches with ``HarnessSettings.overlap_judging`` instead. Hostile ones are every
 entry of the adversarial suite (``tests/fixtures/adversarial/manifest.json``) ``--hostile-copies`` times, each copy
 made a distinct source by a trailing comment, so it is compiled and run again rather than found in a cache; the
 ``cuda_kernel`` entries need BabelTower's data (``CUDAPERF_BABELTOWER``) and are left out, and said so, without it.
@@ -213,14 +213,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-ms", type=float, default=500.0,
                     help="timing budget per candidate (default 500, as cudaperf eval's)")
     ap.add_argument("--max-reps", type=int, default=30, help="timed calls per candidate at most (default 30, as eval's)")
-    ap.add_argument("--overlap-runs", action="store_true",
-                    help="HarnessSettings.overlap_runs: the next candidate starts beside the previous one's exit")
+    ap.add_argument("--overlap-runs", action=argparse.BooleanOptionalAction, default=True,
+                    help="HarnessSettings.overlap_runs (the default): the next candidate starts beside the previous "
+                         "one's exit; --no-overlap-runs: one process after another")
     ap.add_argument("--overlap-judging", action="store_true",
                     help="HarnessSettings.overlap_judging: the next candidate starts while the previous one is judged")
     ap.add_argument("--max-minutes", type=float, default=None,
                     help="no new candidate starts after this long (both batches together); rerun to go on")
     ap.add_argument("--batches", default="clean,load", help="which batches to run, in order (default clean,load)")
     args = ap.parse_args(argv)
+    if args.overlap_judging:  # one mode: overlap_judging instead of the default overlap_runs
+        args.overlap_runs = False
     from cudaperf.harness.environment import gpu_count
     from cudaperf.harness.settings import HarnessSettings
     from cudaperf.harness.store import ResultStore

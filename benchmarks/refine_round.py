@@ -5,7 +5,7 @@ inputs, reference outputs, the sequential baseline).
     python benchmarks/refine_round.py --out DIR [--task TASK_ID] [--samples 16] [--timing-budget-ms 500] [--max-reps 30]
                                       [--arms round,overlap,one_by_one] [--repeats 1]
 
-Arms: ``round`` (the executor as ``cudaperf eval`` runs it), ``overlap`` (the same with
+Arms: ``round`` (the executor with one candidate's process after another), ``overlap`` (the same with
 ``HarnessSettings.overlap_judging``: the next candidate starts while the previous one is judged), ``one_by_one``.
 With ``--repeats N`` the executor arms alternate N times (round, overlap, round, overlap, ...), each time with new
 sources, and each arm's rate is over all its repeats.
@@ -72,7 +72,8 @@ def main() -> None:
 
     task, codes = _answers(args.task, args.samples)
     settings = HarnessSettings(budget_ms=args.timing_budget_ms, max_reps=args.max_reps)
-    arm_settings = {"round": settings, "overlap": replace(settings, overlap_judging=True)}
+    arm_settings = {"round": replace(settings, overlap_runs=False),
+                    "overlap": replace(settings, overlap_judging=True, overlap_runs=False)}
 
     def fresh(tag: str) -> list[str]:
         nonce = uuid.uuid4().hex

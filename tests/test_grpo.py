@@ -94,12 +94,16 @@ def test_config_parsing_and_errors(tmp_path):
                                "train": {"max_steps": 3, "lora": {"r": 4}}})
     assert (s.model, s.rollout.group_size, s.rollout.temperatures, s.train.lora.r) == ("m", 6, (0.5,), 4)
     assert s.train.lora.alpha == GRPOTrainSettings().lora.alpha  # untouched keys keep their defaults
+    timed = settings_from_mapping({"train": {"timing_budget_ms": 200.0, "max_reps": 10}})
+    assert (timed.train.timing_budget_ms, timed.train.max_reps) == (200.0, 10)
     for bad, match in [({"train": {"bogus": 1}}, "unknown key bogus in \\[train\\]"),
                        ({"nope": 1}, "at the top level"),
                        ({"train": {"max_steps": "x"}}, "max_steps"),
                        ({"rollout": {"reward_preset": "best"}}, "reward_preset"),
                        ({"train": {"lora": {"rank": 4}}}, "train.lora"),
-                       ({"train": {"micro_batch_rows": 5}}, "multiple of micro_batch_rows")]:
+                       ({"train": {"micro_batch_rows": 5}}, "multiple of micro_batch_rows"),
+                       ({"train": {"max_reps": 3}}, "max_reps >= 5"),
+                       ({"train": {"timing_budget_ms": 0}}, "timing_budget_ms must be > 0")]:
         with pytest.raises(ConfigError, match=match):
             settings_from_mapping(bad)
     with pytest.raises(ConfigError, match="does not exist"):
@@ -115,6 +119,25 @@ def test_config_parsing_and_errors(tmp_path):
 
     rows = {t["id"]: t for t in Dataset.load(default_dataset_dir()).tasks}
     assert len(easy) == 3 and all(rows[t.id]["split_task"] == "train" == rows[t.id]["split_family"] for t in easy)
+
+
+def test_rollouts_time_answers_as_cudaperf_eval_does():
+    """One timing for evaluations and rewards: ``cudaperf eval``'s flags, the evaluations of ``cudaperf sft`` and
+    ``cudaperf train`` (run_eval's default) and the rollouts' judging (GRPOTrainSettings) share their defaults,
+    which differ from the harness's own (the dataset's measurements)."""
+    import inspect
+
+    from cudaperf.cli.eval import eval_command
+    from cudaperf.eval.run import EVAL_MAX_REPS, EVAL_TIMING_BUDGET_MS, eval_harness_settings
+    from cudaperf.harness.settings import HarnessSettings
+
+    flags = inspect.signature(eval_command).parameters
+    assert flags["timing_budget_ms"].default.default == EVAL_TIMING_BUDGET_MS == GRPOTrainSettings().timing_budget_ms
+    assert flags["max_reps"].default.default == EVAL_MAX_REPS == GRPOTrainSettings().max_reps
+    hs = eval_harness_settings()
+    assert (hs.budget_ms, hs.max_reps) == (EVAL_TIMING_BUDGET_MS, EVAL_MAX_REPS)
+    assert (hs.budget_ms, hs.max_reps) != (HarnessSettings().budget_ms, HarnessSettings().max_reps)
+    assert flags["overlap_runs"].default.default is hs.overlap_runs is True
 
 
 def test_shipped_configs_parse_into_valid_settings():

@@ -105,11 +105,11 @@ def eval_command(
                                            "(adaptive repetitions stop past it or once cv < 2 %)."),
     max_reps: int = typer.Option(30, "--max-reps", help="Timed calls per correct candidate at most (at least 5, the "
                                  "paper's; the dataset's measurement takes up to 100)."),
-    overlap_runs: bool = typer.Option(False, "--overlap-runs/--no-overlap-runs", help="Start each C candidate "
+    overlap_runs: bool = typer.Option(True, "--overlap-runs/--no-overlap-runs", help="Start each C candidate "
                                       "beside the previous one's exit (its timing still waits for that process to "
                                       "be gone; a run that overlapped and crashed, hung or failed a CUDA call is "
-                                      "redone alone): about 1.35x the candidates per minute on the H200. Off by "
-                                      "default until its current form has run on a GPU."),
+                                      "redone alone): about 1.35x the candidates per minute on the H200. "
+                                      "--no-overlap-runs: one candidate's process after another."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write metrics.json and report.html at the end."),
     strategy: str = typer.Option("refine", "--strategy", help="'refine' (each turn repairs or improves the last "
                                  "answer) or 'evolve' (repair while incorrect; then keep the best correct answer "

@@ -104,6 +104,10 @@ def train_command(
                                          "and compiles (training and evaluations)."),
     executor: Optional[str] = _flag("--executor", help="Where the rewards' answers are judged: local (default), "
                                     "compile-only, ray, ray:auto, ray://HOST:PORT (pip install 'cudaperf[ray]')."),
+    timing_budget_ms: Optional[float] = _flag("--timing-budget-ms", help="Timing per correct answer of a rollout "
+                                              "(default 500, as cudaperf eval's)."),
+    max_reps: Optional[int] = _flag("--max-reps", help="Timed calls per correct answer at most (default 30, as "
+                                    "cudaperf eval's; at least 5)."),
     cpu: Optional[bool] = _flag("--cpu/--no-cpu", help="Train on the CPU even when a GPU is visible."),
     gradient_checkpointing: Optional[bool] = _flag("--gradient-checkpointing/--no-gradient-checkpointing",
                                                    help="Trade compute for activation memory (default on)."),
@@ -134,6 +138,7 @@ def train_command(
                  "max_steps": max_steps, "learning_rate": lr, "qlora": qlora,
                  "init_adapter": str(init_adapter) if init_adapter else None, "save_steps": save_steps,
                  "max_minutes": max_minutes, "compile_only": compile_only, "executor": executor,
+                 "timing_budget_ms": timing_budget_ms, "max_reps": max_reps,
                  "device": ("cpu" if cpu else "auto") if cpu is not None else None,
                  "gradient_checkpointing": gradient_checkpointing, "seed": seed}
         ev = {"every_steps": eval_every, "tasks": eval_tasks, "samples": eval_samples, "turns": eval_turns,

@@ -28,6 +28,7 @@ from cudaperf.env.refine import EnvContext, EnvSettings, PolicySummarizer, Refin
 from cudaperf.env.text2cuda import DEFAULT_EVOLVE_MARGIN
 from cudaperf.eval.records import RunHeader, TurnRecord
 from cudaperf.eval.tasksets import TaskSet
+from cudaperf.harness.settings import HarnessSettings
 from cudaperf.harness.store import append_line
 from cudaperf.policy.base import Generation, Message, Policy, Request, SamplingParams
 
@@ -74,6 +75,20 @@ class JsonlAppender:
 
     def append(self, row: Mapping[str, Any]) -> None:
         append_line(self.path, json.dumps(row, allow_nan=False, default=str) + "\n", self._lock)
+
+
+EVAL_TIMING_BUDGET_MS = 500.0
+"""Timing per correct answer in an evaluation (adaptive repetitions stop past it, or once their cv is below 2 %):
+``cudaperf eval``'s default, and that of the held-out evaluations of ``cudaperf sft`` and ``cudaperf train`` and of
+the training rollouts' judging. The harness's own default (2 s, for the dataset's measurements) is slower."""
+EVAL_MAX_REPS = 30
+"""Timed calls per correct answer in an evaluation at most (at least the paper's 5)."""
+
+
+def eval_harness_settings(budget_ms: float = EVAL_TIMING_BUDGET_MS, max_reps: int = EVAL_MAX_REPS,
+                          **kw: Any) -> HarnessSettings:
+    """The harness settings an evaluation judges with: eval's timing, the harness's defaults otherwise."""
+    return HarnessSettings(budget_ms=budget_ms, max_reps=max_reps, **kw)
 
 
 BUDGET_ERROR = "not asked: --max-minutes ran out before its chunk"
@@ -230,7 +245,6 @@ def run_eval(policy: Policy, ts: TaskSet, run_dir: str | Path, options: EvalOpti
     within a turn as ``judge:compile`` / ``judge:run`` (done, total of that batch). ``executor``: where answers are
     judged (:mod:`cudaperf.harness.executors`, an executor or its spec; default local, or compile-only)."""
     from cudaperf.env.prompt import FewShotPool, PromptSettings
-    from cudaperf.harness.settings import HarnessSettings
     from cudaperf.reward.composite import RewardSettings
 
     t_start = time.monotonic()
@@ -240,7 +254,11 @@ def run_eval(policy: Policy, ts: TaskSet, run_dir: str | Path, options: EvalOpti
     o = options
     loop = {"strategy": o.strategy, "evolve_margin": o.evolve_margin, "spec_turn": o.spec_turn,
             "staged_feedback": o.staged_feedback}
-    header = _check_or_write_header(run_dir, _header(policy, ts, o, {**(settings_record or {}), **loop}))
+    harness_settings = harness_settings or eval_harness_settings()
+    judged_with = {"timing_budget_ms": harness_settings.budget_ms, "max_reps": harness_settings.max_reps,
+                   "overlap_runs": harness_settings.overlap_runs}
+    header = _check_or_write_header(run_dir, _header(policy, ts, o, {**judged_with, **(settings_record or {}),
+                                                                      **loop}))
     defaults = EvalOptions()  # a run recorded before these settings existed ran with their defaults
     was_loop = {k: header.settings.get(k, getattr(defaults, k)) for k in loop}
     if was_loop != loop:
@@ -256,7 +274,7 @@ def run_eval(policy: Policy, ts: TaskSet, run_dir: str | Path, options: EvalOpti
         from cudaperf.ranker.train import Ranker
 
         structural = Ranker.load(o.ranker).score_code
-    evaluator = Evaluator(ts.tasks, run_dir / RESULTS, settings=harness_settings or HarnessSettings(),
+    evaluator = Evaluator(ts.tasks, run_dir / RESULTS, settings=harness_settings,
                           compile_only=o.compile_only, gpus=gpus, executor=executor,
                           progress=(lambda phase, n, total: progress("judge:" + phase, n, total)) if progress else None)
     summ_params = replace(o.sampling, max_new_tokens=min(256, o.sampling.max_new_tokens))

@@ -115,6 +115,11 @@ class GRPOTrainSettings:
     executor: str = "local"
     """Where the harness judges answers (:mod:`cudaperf.harness.executors`): ``local``, ``compile-only`` (as
     ``compile_only``), ``ray``, ``ray:auto``, ``ray://HOST:PORT``."""
+    timing_budget_ms: float = 500.0
+    """Timing per correct answer of a rollout (adaptive repetitions stop past it, or once their cv is below 2 %):
+    ``cudaperf eval``'s (:data:`cudaperf.eval.run.EVAL_TIMING_BUDGET_MS`), so that rewards and reports time alike."""
+    max_reps: int = 30
+    """Timed calls per correct answer at most (>= 5, the paper's runs), as ``cudaperf eval``'s."""
     device: str = "auto"
     """``auto`` (the GPU when there is one) or ``cpu``."""
     harness_gpus: tuple[int, ...] | None = None
@@ -142,6 +147,8 @@ class GRPOTrainSettings:
             raise ValueError("warmup_fraction must be in [0, 1)")
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise ValueError("max_minutes must be > 0 (or None for no limit)")
+        if not self.timing_budget_ms > 0 or self.max_reps < 5:
+            raise ValueError("timing_budget_ms must be > 0 and max_reps >= 5 (the paper's timed runs)")
 
 
 @dataclass(frozen=True)
@@ -566,8 +573,11 @@ def run_grpo(settings: GRPOSettings, *, resume: bool = False, dataset: Any = Non
     suffix = "" if rank == 0 else f"-rank{rank}"
     if gpus is not None and isinstance(executor, LocalExecutor):
         executor = LocalExecutor(gpus=gpus)
+    from cudaperf.eval.run import eval_harness_settings
+
     evaluator = Evaluator(tasks, harness_dir / f"attempt-{attempt}{suffix}.jsonl", compile_only=t.compile_only,
-                          gpus=gpus, executor=executor)
+                          gpus=gpus, executor=executor,
+                          settings=eval_harness_settings(t.timing_budget_ms, t.max_reps))
     ctx = EnvContext(evaluator=evaluator, fewshot=FewShotPool() if r.fewshot else None, structural=structural,
                      task_meta={x.id: {"family": None, "level": None} for x in tasks})
     rollout_log = out / (ROLLOUT_LOG if rank == 0 else f"rollouts-rank{rank}.jsonl")
