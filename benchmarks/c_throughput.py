@@ -14,7 +14,8 @@ samples would).
 The answers are the dataset's valid variants of the first ``--tasks`` held-out C tasks (one a family) with 8 or more of them
 (cycled to ``--samples``). Per arm: wall, candidates per minute, verdicts, how busy the GPU was (the share of the
 wall inside timing windows, and inside the timed calls themselves: the candidates' samples), and where each
-candidate's GPU-worker time went (medians of its phases). Between arms: the median |ln| of the ratio of each
+candidate's GPU-worker time went (medians of its phases), with estimates of the kernels' and the GPU's share of the
+wall (:func:`busy_shares`). Between arms: the median |ln| of the ratio of each
 answer's speedups, so that a faster arm is seen to time the same. Writes ``c_throughput.json`` under DIR. Needs a GPU.
 """
 
@@ -58,6 +59,25 @@ def _answers(n_tasks: int, samples: int, min_variants: int = 8):
     return [tasks[t] for t in chosen], {t: [valid[t][i % len(valid[t])] for i in range(samples)] for t in chosen}
 
 
+def busy_shares(rows, wall_s: float) -> dict[str, float]:
+    """How busy the GPU was over ``wall_s``, from each timed candidate's (timed calls' samples in ms, the traced
+    call's kernel share, its GPU share): the timed calls' share of the wall, and estimates of the kernels' share and
+    of the GPU's (kernels, copies and fills) share, each call taken to spend its time as the traced call did."""
+    timed = kernels = gpu = 0.0
+    for samples_ms, kernel_share, gpu_share in rows:
+        t = sum(samples_ms) / 1e3
+        timed += t
+        kernels += t * (kernel_share or 0.0)
+        gpu += t * (gpu_share or 0.0)
+    return {"timed_call_share": round(timed / wall_s, 4), "kernel_share_est": round(kernels / wall_s, 4),
+            "gpu_busy_share_est": round(gpu / wall_s, 4)}
+
+
+def _rows(results):
+    return [(r.candidate_timing.samples_ms, r.gpu_evidence.kernel_share if r.gpu_evidence else None,
+             r.gpu_evidence.gpu_share if r.gpu_evidence else None) for r in results if r.candidate_timing]
+
+
 def _median(xs):
     xs = [x for x in xs if isinstance(x, (int, float))]
     return round(statistics.median(xs), 4) if xs else None
@@ -99,11 +119,10 @@ def main() -> None:
             wall = time.monotonic() - t0
             a = arms.setdefault(name, {"runs": [], "phases": {p: [] for p in PHASES}, "verdicts": {}})
             windows = sum(r.durations_s.get("windows_s", 0.0) for r in res if r.durations_s)
-            timed_ms = sum(sum(r.candidate_timing.samples_ms) for r in res if r.candidate_timing)
             a["runs"].append({"wall_s": round(wall, 2), "n": len(res), "per_min": round(60 * len(res) / wall, 1),
                               "correct": sum(r.correct for r in res),
                               "unscored": sum(r.status == "unscored" for r in res),
-                              "window_share": round(windows / wall, 4), "timed_call_share": round(timed_ms / 1e3 / wall, 4),
+                              "window_share": round(windows / wall, 4), **busy_shares(_rows(res), wall),
                               "overlapped": sum(1 for r in res if (r.durations_s or {}).get("overlapped")),
                               "isolated_reruns": sum(1 for r in res if (r.durations_s or {}).get("isolated_rerun"))})
             for r in res:

@@ -85,6 +85,8 @@
 #   speed-load    c_throughput.py's arms (C_ARMS, default serial,overlap_runs; C_ARGS more of its flags, e.g.
 #                 "--max-reps 5" for the paper's five timed runs) without c-speed's GPU tests, then
 #                 trust-load (LOAD_ARGS) until LIMIT seconds from the call's start
+#   torch-pch     benchmarks/torch_pch.py --cuda (REPEATS, default 1): load_inline builds of the ReLU ModelNew's
+#                 extension with and without the precompiled torch/extension.h, side by side
 #   startup-seccomp  the startup step with the wheels installed (the sandbox's seccomp filter in force)
 #   tests-s20     the GPU tests written in session 20: device memory left between runs, overlap_judging's process
 #                 spans and its batch case, the adversarial entries session 20 added or changed (hangs at exit,
@@ -220,7 +222,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
     # Where a PyTorch runner's start-up goes: plain, sandboxed, sandboxed with one protection off, forked
     timeout "${LIMIT:-400}" python benchmarks/runner_startup.py --out "$OUT/startup" --repeats "${REPEATS:-2}" \
       > "$OUT/startup.log" 2>&1; echo "rc=$?" >> "$OUT/startup.log"; tail -c 3000 "$OUT/startup.log" ;;
-  trust-load|speed-load|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22|prebuild|c-speed|startup-seccomp|verify-s24)
+  trust-load|speed-load|torch-pch|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22|prebuild|c-speed|startup-seccomp|verify-s24)
     if ls .whl/*.whl > /dev/null 2>&1; then
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
@@ -238,6 +240,10 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
         echo "rc=$?" >> "$OUT/c_speed.log"; tail -c 2500 "$OUT/c_speed.log"; gzip -f "$OUT"/c_speed/store_*.jsonl
         left=$(( ${LIMIT:-570} - (SECONDS - t0) ))
         [ "$left" -gt 90 ] && load_run "$left" "$(( (left - 45) / 60 ))" ;;
+      torch-pch)
+        timeout "${LIMIT:-560}" python benchmarks/torch_pch.py --out "$OUT/pch" --cuda --repeats "${REPEATS:-1}" \
+          > "$OUT/torch_pch.log" 2>&1; echo "rc=$?" >> "$OUT/torch_pch.log"; tail -c 2000 "$OUT/torch_pch.log"
+        rm -rf "$OUT/pch/work" ;;
       kb-sample)
         [ -d .device/kb/level1 ] || { echo "carry a KernelBench checkout's KernelBench folder as .device/kb"; exit 2; }
         timeout "${LIMIT:-570}" python benchmarks/kernelbench_sample.py --kernelbench .device/kb --out "$OUT/kb" \

@@ -61,9 +61,9 @@ def _module(salt: str, body: str = MODULE) -> str:
     return body.replace("SALT", salt)
 
 
-def _load_run(code: str, tree: Path | None) -> str:
+def _load_run(code: str, tree: Path | None, pch: Path | None = None) -> str:
     """The GPU run's loading step in a fresh sandboxed process: the prebuilt tree (if any) at the fixed path,
-    the same environment, the module run; its output."""
+    the same environment (with ``pch``: the precompiled header, read-only), the module run; its output."""
     from cudaperf.harness.run_pytorch import sandbox_python
 
     py, why = sandbox_python()
@@ -75,15 +75,16 @@ def _load_run(code: str, tree: Path | None) -> str:
             share_file(w / f)
         if tree is not None:
             mb.install_prebuilt(tree, w)
-        env = scrubbed_env(w, mb.modelnew_env(py, "sm_90", prebuilt=True))
-        r = run_sandboxed([py, "load.py"], w, env=env, limits=SandboxLimits(wall_s=300))
+        env = scrubbed_env(w, mb.modelnew_env(py, "sm_90", prebuilt=True, pch=pch))
+        r = run_sandboxed([py, "load.py"], w, env=env,
+                          limits=SandboxLimits(wall_s=300, ro_paths=(str(pch),) if pch else ()))
     assert r.returncode == 0, r.describe() + r.stderr[-2000:]
     return r.stdout
 
 
 def test_a_prebuilt_module_loads_without_building_again(buildable):
     code = _module("a")
-    pre = mb.prebuild_modelnew(code, arch="sm_90")
+    pre = mb.prebuild_modelnew(code, arch="sm_90", pch=False)
     assert pre.status == "ok", pre.message
     assert pre.ext is not None and (pre.ext / "cudaperf_add_one_a" / "build.ninja").is_file()
     assert list((pre.ext / "cudaperf_add_one_a").glob("*.so"))
@@ -92,7 +93,7 @@ def test_a_prebuilt_module_loads_without_building_again(buildable):
     # the control: the same run without the tree compiles (so the line above can fail)
     cold = _load_run(code, None)
     assert "ninja: no work to do" not in cold and "value 1.0" in cold and "c++" in cold, cold
-    again = mb.prebuild_modelnew(code, arch="sm_90")  # cached by the source
+    again = mb.prebuild_modelnew(code, arch="sm_90", pch=False)  # cached by the source
     assert again.cached and again.ext == pre.ext
 
 
@@ -114,7 +115,7 @@ def test_a_compile_error_found_ahead_is_the_candidates(buildable):
     task = PyTorchTask(id="relu", source="import torch\nfrom torch import nn\n\nclass Model(nn.Module):\n"
                        "    def forward(self, x):\n        return torch.relu(x)\n\n"
                        "def get_inputs():\n    return [torch.randn(4, 8)]\n\ndef get_init_inputs():\n    return []\n")
-    settings = HarnessSettings(prebuild_modelnew=True, arch="sm_90")
+    settings = HarnessSettings(prebuild_modelnew=True, arch="sm_90", modelnew_pch=False)  # the PCH: a slow test
     res, finished, modelnew, build = check_and_build(task, code, base_result(task, "c", code, settings, None),
                                                      settings)
     assert finished and modelnew and res.status == "scored" and res.stage == Stage.CHECKED, res.failure
@@ -127,7 +128,7 @@ def test_a_compile_error_found_ahead_is_the_candidates(buildable):
 
 def test_a_module_that_fails_otherwise_is_left_to_its_gpu_run(buildable):
     code = "import torch\nraise RuntimeError('needs a GPU: ' + str(torch.cuda.is_available()))\n" + _module("c")
-    pre = mb.prebuild_modelnew(code, arch="sm_90")
+    pre = mb.prebuild_modelnew(code, arch="sm_90", pch=False)
     assert pre.status == "none" and "needs a GPU: False" in pre.message and pre.ext is None
 
 
@@ -157,7 +158,7 @@ def test_links_and_fifos_in_a_built_tree_are_not_followed(buildable, tmp_path):
         atexit.register(plant)
         """)
     hostile = "import torch\n" + plant
-    pre = mb.prebuild_modelnew(hostile, arch="sm_90")
+    pre = mb.prebuild_modelnew(hostile, arch="sm_90", pch=False)
     assert pre.status == "ok", pre.message
     kept = {p.name for p in (pre.ext / "cudaperf_add_one_d").iterdir()}
     assert {"build.ninja", "planted.txt"} <= kept and not kept & {"stolen.txt", "host_root", "hang.fifo"}
@@ -219,3 +220,41 @@ def test_the_build_run_and_the_gpu_run_share_one_environment():
     # the compilers' paths are those a build in the run itself would see; prebuilding adds the fixed build settings
     assert {k: a[k] for k in cold} == cold
     assert set(a) - set(cold) == {"TORCH_EXTENSIONS_DIR", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS"}
+
+
+@pytest.mark.slow  # about 3 min on two cores: PyTorch's header precompiled twice, then a load_inline build
+def test_builds_read_the_precompiled_torch_header(buildable):
+    """``HarnessSettings.modelnew_pch``: the harness precompiles ``torch/extension.h`` once; a module's sandboxed
+    build run reads it (g++ -H names the precompiled file), the GPU run finds the tree up to date, and the module
+    computes the same. The control: the same compile without ``CPATH`` reads the header itself."""
+    from cudaperf.harness import torch_pch as tp
+    from cudaperf.harness.run_pytorch import sandbox_python
+
+    tp._plan.cache_clear()  # the private cache of this test (the fixture's CUDAPERF_CACHE)
+    tp.torch_pch.cache_clear()
+    try:
+        assert tp.ready_pch() is None and mb.modelnew_pch(True, build=False) is None  # a GPU run never waits
+        code = _module("pch")
+        pre = mb.prebuild_modelnew(code, arch="sm_90", pch=True)
+        root = tp.ready_pch()
+        assert pre.status == "ok" and root is not None, (pre.message, tp.torch_pch())
+        assert sorted(p.name for p in (root / "torch" / "extension.h.gch").iterdir()) == ["v0.gch", "v1.gch"]
+        out = _load_run(code, pre.ext, pch=root)
+        assert "ninja: no work to do" in out and "value 1.0" in out, out
+        ninja = (pre.ext / "cudaperf_add_one_pch" / "build.ninja").read_text()
+        cflags = next(line for line in ninja.splitlines() if line.startswith("cflags = ")).split(" = ", 1)[1]
+        py, _ = sandbox_python()
+        seen = {}
+        for name, pch in (("pch", root), ("control", None)):
+            with Workdir() as w:
+                (w / "main.cpp").write_text("#include <torch/extension.h>\n")
+                share_file(w / "main.cpp")
+                env = scrubbed_env(w, mb.modelnew_env(py, "sm_90", prebuilt=True, pch=pch))
+                r = run_sandboxed(["sh", "-c", f"c++ {cflags} -H -fsyntax-only main.cpp"], w, env=env,
+                                  limits=SandboxLimits(wall_s=300, ro_paths=(str(pch),) if pch else ()))
+            assert r.returncode == 0, r.describe() + r.stderr[-1500:]
+            seen[name] = [line for line in r.stderr.splitlines() if line.startswith("! ")]
+        assert seen["pch"] == [f"! {root}/torch/extension.h.gch/v0.gch"] and seen["control"] == [], seen
+    finally:
+        tp._plan.cache_clear()
+        tp.torch_pch.cache_clear()

@@ -32,6 +32,7 @@ from cudaperf.harness.quiet import HOST
 from cudaperf.harness.result import EvaluationResult
 from cudaperf.harness.settings import HarnessSettings
 from cudaperf.harness.store import ResultStore
+from cudaperf.harness.turns import TurnLock
 
 N_TRIALS = 3
 
@@ -60,10 +61,12 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
     ``seed_of(task_id)``: the seed of a task's trials (default: a fresh one per task). Without a GPU every job is
     still checked and built, and its result is unscored with the reason.
 
-    ``prestart`` (with ``parallel`` 1: candidates that are not trusted): two runners per GPU, the next one's
-    trusted set-up beside the current one's run, its code loading only once the current one's process is gone
-    (``HarnessSettings.prestart_runners``; :func:`~cudaperf.harness.run_pytorch.run_pytorch_candidate`'s
-    ``load_lock``). A task's candidates still all end before the next task's baseline is timed."""
+    ``prestart`` (with ``parallel`` 1: candidates that are not trusted): 1 + ``settings.prestart_ahead`` runners
+    per GPU, the next ones' trusted set-up beside the current one's run, each one's code loading only once the
+    previous one's process is gone, in the order they got ready (``HarnessSettings.prestart_runners``;
+    :func:`~cudaperf.harness.run_pytorch.run_pytorch_candidate`'s ``load_lock``, a
+    :class:`~cudaperf.harness.turns.TurnLock`). A task's candidates still all end before the next task's baseline is
+    timed."""
     import torch
 
     from cudaperf.harness.compile import ToolchainError, compile_priority
@@ -115,7 +118,7 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
         elif code is not None and settings.prebuild_modelnew and _MODELNEW.search(code) \
                 and check_pytorch_candidate(code).ok:
             with compile_priority(19):
-                out = prebuild_modelnew(code, arch=settings.arch)
+                out = prebuild_modelnew(code, arch=settings.arch, pch=settings.modelnew_pch)
         with lock:
             n_built[0] += 1
             if progress:
@@ -123,6 +126,10 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
         return out
 
     pool = ThreadPoolExecutor(max_workers=n_build, thread_name_prefix="cudaperf-torch-build")
+    if settings.modelnew_pch and any(_MODELNEW.search(extract_code(j.completion).code or "") for j in todo):
+        from cudaperf.harness.modelnew_build import modelnew_pch
+
+        pool.submit(modelnew_pch, True)  # the precompiled torch/extension.h, first (GPU runs never wait for it)
     for t in order:
         for j in by_task[t]:
             builds[(t, j.candidate_id)] = pool.submit(build, j.completion)
@@ -166,8 +173,9 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
         candidates run, and its baseline and candidates start once this task's last candidates hold the runner
         slots, so the GPU does not idle while runners of one task start up or shut down."""
         gpu_lock = threading.Lock()
-        load_lock = threading.Lock() if prestart and parallel <= 1 else None
-        runs = ThreadPoolExecutor(max_workers=2 if load_lock is not None else max(1, parallel),
+        load_lock = TurnLock() if prestart and parallel <= 1 else None  # runners load in the order they got ready
+        ahead = settings.prestart_ahead
+        runs = ThreadPoolExecutor(max_workers=1 + ahead if load_lock is not None else max(1, parallel),
                                   thread_name_prefix=f"cudaperf-torch-gpu{gpu}")
         ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"cudaperf-torch-prep{gpu}")
         in_flight: list[Future] = []

@@ -76,16 +76,31 @@ def cuda_arch_list(arch: str) -> str:
     return f"{digits[:-1]}.{digits[-1]}{suffix}"
 
 
-def modelnew_env(py: str, arch: str | None, *, prebuilt: bool) -> dict[str, str]:
+def modelnew_env(py: str, arch: str | None, *, prebuilt: bool, pch: Path | None = None) -> dict[str, str]:
     """What a ``ModelNew`` module's runs add to the sandbox's environment: nvcc and ninja on PATH, CUDA_HOME, and,
     where its extensions are prebuilt, the fixed extensions path, the arch list and ninja's jobs, identical in the
-    build run and the GPU run."""
+    build run and the GPU run; with ``pch`` (:func:`cudaperf.harness.torch_pch.torch_pch`'s directory, which the
+    run must also get read-only: :func:`modelnew_pch`), ``CPATH`` to the precompiled ``torch/extension.h``."""
     env = {"PATH": f"{Path(py).parent}:{cuda_home() / 'bin'}:/usr/local/bin:/usr/bin:/bin",
            "CUDA_HOME": str(cuda_home())}
+    if pch is not None:
+        env["CPATH"] = str(pch)
     if prebuilt:
         env.update(TORCH_EXTENSIONS_DIR=EXT_ROOT, TORCH_CUDA_ARCH_LIST=cuda_arch_list(arch or default_arch()),
                    MAX_JOBS=str(NINJA_JOBS))
     return env
+
+
+def modelnew_pch(enabled: bool, *, build: bool = True) -> Path | None:
+    """The precompiled ``torch/extension.h``'s directory for a ``ModelNew`` module's runs
+    (``HarnessSettings.modelnew_pch``), built on first use (``build``; a GPU run takes it only if it is built
+    already, and never waits for it); None where it is off or cannot be built (the build then reads the header as
+    before)."""
+    if not enabled:
+        return None
+    from cudaperf.harness.torch_pch import ready_pch, torch_pch
+
+    return torch_pch().root if build else ready_pch()
 
 
 @lru_cache(maxsize=1)
@@ -111,11 +126,12 @@ def prebuild_unavailable() -> str | None:
     return None
 
 
-def _key(code: str, arch: str) -> str:
+def _key(code: str, arch: str, pch: Path | None) -> str:
     import torch
 
     return sha256("modelnew-prebuild", code, BUILDER.read_text(), torch.__version__, str(torch.version.cuda),
-                  sys.version, nvcc_version(), gcc_version(), cuda_arch_list(arch), str(NINJA_JOBS), EXT_ROOT)
+                  sys.version, nvcc_version(), gcc_version(), cuda_arch_list(arch), str(NINJA_JOBS), EXT_ROOT,
+                  str(pch))  # a tree built with the precompiled header lists it among its dependencies
 
 
 def _cache_paths(key: str) -> tuple[Path, Path]:
@@ -123,15 +139,17 @@ def _cache_paths(key: str) -> tuple[Path, Path]:
     return d / key, d / f"{key}.json"
 
 
-def prebuild_modelnew(code: str, *, arch: str | None = None) -> ModelNewBuild:
+def prebuild_modelnew(code: str, *, arch: str | None = None, pch: bool = True) -> ModelNewBuild:
     """Build ``code``'s extensions ahead of its GPU run (cached by the source and the toolchain); see the module's
-    docstring. Never raises for anything the candidate does."""
+    docstring. ``pch``: with the precompiled ``torch/extension.h`` (``HarnessSettings.modelnew_pch``; the GPU run
+    must say the same). Never raises for anything the candidate does."""
     t0 = time.monotonic()
     why = prebuild_unavailable()
     if why is not None:
         return ModelNewBuild("none", None, why, time.monotonic() - t0)
     arch = arch or default_arch()
-    key = _key(code, arch)
+    pch_root = modelnew_pch(pch)
+    key = _key(code, arch, pch_root)
     tree, meta_p = _cache_paths(key)
     if meta_p.exists():
         meta = json.loads(meta_p.read_text())
@@ -147,11 +165,12 @@ def prebuild_modelnew(code: str, *, arch: str | None = None) -> ModelNewBuild:
         (w / "candidate.py").write_text(code)
         share_file(w / "candidate.py")
         copy_in(BUILDER, w, "modelnew_build.py")
-        env = scrubbed_env(w, modelnew_env(py, arch, prebuilt=True))
+        env = scrubbed_env(w, modelnew_env(py, arch, prebuilt=True, pch=pch_root))
         run = run_sandboxed([py, "modelnew_build.py"], w, env=env, pausable=True,
                             limits=SandboxLimits(wall_s=BUILD_TIMEOUT_S, cpu_s=int(BUILD_TIMEOUT_S) * 4,
                                                  file_size_bytes=512 << 20, gpu_devices=False,
-                                                 nice=getattr(_PRIORITY, "nice", 0)))
+                                                 nice=getattr(_PRIORITY, "nice", 0),
+                                                 ro_paths=(str(pch_root),) if pch_root is not None else ()))
         log = (run.stdout or "") + (run.stderr or "")
         try:
             report = json.loads(read_untrusted_text(w / "build.json", 1 << 20) or "null")

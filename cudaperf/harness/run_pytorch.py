@@ -38,6 +38,7 @@ from cudaperf.harness.sandbox import (CTL_FD, Control, SandboxLimits, Workdir, c
                                       share_file)
 from cudaperf.harness.settings import HarnessSettings, speedup_flag
 from cudaperf.harness.static_checks import KERNEL_DEF_PATTERN
+from cudaperf.harness.turns import TurnLock
 
 RUNNER = Path(__file__).parent / "native" / "torch_runner.py"
 PACK = Path(__file__).parent / "native" / "tensor_pack.py"
@@ -99,7 +100,7 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
                           gpu_index: int | None = None, *, build: BuildOutcome | None = None,
                           gpu_lock: AbstractContextManager | None = None,
                           phases_s: dict[str, float] | None = None, prebuilt: Path | None = None,
-                          load_lock: Lock | None = None) -> PyTorchOutcome:
+                          load_lock: Lock | TurnLock | None = None) -> PyTorchOutcome:
     """Run a candidate on ``prepared``'s trials, then time it: a built fast-path library (``build``), or, without
     one, KernelBench-style Python source defining ``ModelNew`` (statically checked first; its ``load_inline``
     extension builds inside the sandboxed process, with nvcc and ninja on its PATH).
@@ -134,12 +135,12 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
 def _run_once(prepared: PreparedPyTorch, code: str, settings: HarnessSettings, gpu_index: int | None = None, *,
               build: BuildOutcome | None = None, gpu_lock: AbstractContextManager | None = None,
               phases_s: dict[str, float] | None = None, prebuilt: Path | None = None,
-              load_lock: Lock | None = None) -> PyTorchOutcome | None:
+              load_lock: Lock | TurnLock | None = None) -> PyTorchOutcome | None:
     """One run of :func:`run_pytorch_candidate`; None when a runner started ahead failed before its candidate's
     code loaded."""
     import torch
 
-    from cudaperf.harness.modelnew_build import install_prebuilt, modelnew_env
+    from cudaperf.harness.modelnew_build import install_prebuilt, modelnew_env, modelnew_pch
     from cudaperf.harness.pytorch_checks import check_pytorch_candidate
 
     mode = "fast" if build is not None else "modelnew"
@@ -157,8 +158,9 @@ def _run_once(prepared: PreparedPyTorch, code: str, settings: HarnessSettings, g
         return PyTorchOutcome(Stage.COMPILED, False, Failure(FailureKind.HARNESS, why, "harness"), 0, n, None, None,
                               0.0)
     extra = {"CUDA_VISIBLE_DEVICES": device_for_child(gpu_index)} if gpu_index is not None else {}
+    pch = modelnew_pch(settings.modelnew_pch, build=False) if mode == "modelnew" else None
     if mode == "modelnew":  # load_inline needs nvcc and ninja
-        extra.update(modelnew_env(py, settings.arch, prebuilt=prebuilt is not None))
+        extra.update(modelnew_env(py, settings.arch, prebuilt=prebuilt is not None, pch=pch))
     state: dict = {}
     gpu = gpu_lock if gpu_lock is not None else nullcontext()
     with Workdir(prefix="cudaperf-torch-") as w, ExitStack() as stack:
@@ -227,6 +229,7 @@ def _run_once(prepared: PreparedPyTorch, code: str, settings: HarnessSettings, g
                 # never a timeout of this candidate's for what another did.
                 while not load_lock.acquire(timeout=0.25):
                     if ctl.deadline - time.monotonic() < run_need_s:
+                        getattr(load_lock, "cancel", lambda: None)()  # a TurnLock: its place goes
                         break
                 else:
                     state["holds_load_lock"] = True
@@ -285,9 +288,12 @@ def _run_once(prepared: PreparedPyTorch, code: str, settings: HarnessSettings, g
                 state["evidence"] = _read_json(w / "evidence.json", {})
                 mark("recheck_s")
 
-        # A runner started ahead may wait for the load lock as long as a whole run: it gets that much more time
-        limits = SandboxLimits(wall_s=run_need_s * (2 if load_lock is not None else 1), max_processes=4096,
-                               exit_grace_s=settings.pytorch_exit_grace_s)
+        # A runner started ahead may wait for the load lock as long as a whole run of each runner ahead of it: it
+        # gets that much more time
+        ahead = settings.prestart_ahead if load_lock is not None else 0
+        limits = SandboxLimits(wall_s=run_need_s * (1 + ahead), max_processes=4096,
+                               exit_grace_s=settings.pytorch_exit_grace_s,
+                               ro_paths=(str(pch),) if pch is not None else ())
         t0 = time.monotonic()
         try:
             run = run_sandboxed([py, "torch_runner.py", CTL_FD], w, env=scrubbed_env(w, extra), limits=limits,
@@ -600,7 +606,7 @@ def check_and_build(task, code: str | None, res, settings: HarnessSettings):
         from cudaperf.harness.compile import default_arch
         from cudaperf.harness.modelnew_build import COMPILER, cuda_arch_list, prebuild_modelnew
 
-        pre = prebuild_modelnew(code, arch=settings.arch)
+        pre = prebuild_modelnew(code, arch=settings.arch, pch=settings.modelnew_pch)
         res = replace(res, durations_s={**res.durations_s, "compile_s": round(pre.seconds, 4)})
         if pre.status == "none":
             return res, False, True, None
@@ -628,7 +634,7 @@ def check_and_build(task, code: str | None, res, settings: HarnessSettings):
 def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candidate_id: str = "candidate",
                      prepared: PreparedPyTorch | None = None, gpu_index: int | None = None,
                      baseline: TimingStats | None = None, compiled_baseline: TimingStats | None = None,
-                     gpu_lock: AbstractContextManager | None = None, load_lock: Lock | None = None):
+                     gpu_lock: AbstractContextManager | None = None, load_lock: Lock | TurnLock | None = None):
     """``evaluate`` for a PyTorch task: extraction, the static checks of the candidate's form (a fast-path unit
     or a ``ModelNew`` module), the fast path's build, then the sandboxed trials and timing against the eager
     baseline. Candidate failures are results; no GPU, no usable Python in the sandbox or a broken reference are

@@ -254,12 +254,14 @@ def test_a_modelnew_built_ahead_runs_without_building_again(relu_prepared, tmp_p
     assert run_pytorch_candidate(relu_prepared, gpu_at_import, settings).correct
 
 
-def test_prestarted_runners_keep_every_verdict(tmp_path):
+@pytest.mark.parametrize("ahead", [1, 3])
+def test_prestarted_runners_keep_every_verdict(tmp_path, ahead):
     """``HarnessSettings.prestart_runners``: a policy's samples of one task (an honest ReLU, one with a side
     stream, a wrong one, one that hangs in its call, and a KernelBench-style module) through the batch with the
     next runner started beside the current one: each gets the verdict it gets alone (the hang's timeout does not
     spill over onto the next candidate, whose code loads only once the hung process is gone), and the candidates
-    after the first waited for the load lock (``load_wait_s``)."""
+    after the first waited for the load lock (``load_wait_s``). With ``prestart_ahead`` 3, three runners set up
+    beside the running one and load one at a time, in the order they got ready."""
     from cudaperf.harness.batch_pytorch import run_pytorch_batch
     from cudaperf.harness.executor import Job
     from cudaperf.harness.run_pytorch import sandbox_python
@@ -276,7 +278,7 @@ def test_prestarted_runners_keep_every_verdict(tmp_path):
              "modelnew": Path(__file__).parent.parent / "fixtures" / "pytorch" / "relu_modelnew.py"}
     jobs = [Job("relu", name, f"```python\n{p.read_text()}```\n" if p.suffix == ".py"
                 else f"<OUTPUT_CUDA>\n{p.read_text()}\n</OUTPUT_CUDA>\n") for name, p in files.items()]
-    settings = HarnessSettings(budget_ms=300, test_timeout_s=20, prestart_runners=True)
+    settings = HarnessSettings(budget_ms=300, test_timeout_s=20, prestart_runners=True, prestart_ahead=ahead)
     store = ResultStore(tmp_path / "prestart.jsonl")
     summary = run_pytorch_batch({"relu": task}, jobs, store, settings=settings, parallel=1, prestart=True)
     got = {r.candidate_id: r for r in store.read()}
