@@ -102,7 +102,8 @@ load_run() {  # benchmarks/load_run.py for $2 minutes within $1 seconds; stores 
     --max-minutes "$2" ${LOAD_ARGS:---max-tasks 100} > "$OUT/load_run.log" 2>&1
   echo "rc=$?" >> "$OUT/load_run.log"; tail -c 2500 "$OUT/load_run.log"
   cp .device/load/summary.json .device/load/progress.json "$OUT/" 2>/dev/null
-  tar czf "$OUT/load_stores.tgz" -C .device load/clean.jsonl load/load.jsonl load/progress.json 2>/dev/null
+  tar czf "$OUT/load_stores.tgz" -C .device $(cd .device && ls load/clean.jsonl load/load.jsonl \
+    load/clean_again.jsonl load/progress.json 2>/dev/null)
 }
 stamp=${STAMP:-$(date -u +%Y%m%d-%H%M)}  # run ids carry the minute: two sessions of one day do not collide
 export STAMP=$stamp

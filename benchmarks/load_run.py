@@ -220,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="HarnessSettings.overlap_judging: the next candidate starts while the previous one is judged")
     ap.add_argument("--max-minutes", type=float, default=None,
                     help="no new candidate starts after this long (both batches together); rerun to go on")
-    ap.add_argument("--batches", default="clean,load", help="which batches to run, in order (default clean,load)")
+    ap.add_argument("--batches", default="clean,load",
+                    help="which batches to run, in order (default clean,load; clean_again: the clean batch's "
+                         "candidates again as new sources, in their own store, to compare rates in one mode)")
     args = ap.parse_args(argv)
     if args.overlap_judging:  # one mode: overlap_judging instead of the default overlap_runs
         args.overlap_runs = False
@@ -249,7 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     tasks = {**c_tasks, **h_tasks}
     load = honest_rows(pool[args.clean:], args.honest) + hostile
     random.Random(args.seed + 1).shuffle(load)
-    batches = {"clean": pool[:args.clean], "load": load}
+    end = "</OUTPUT_CUDA>\n"
+    # the clean batch again, as new sources (nvcc runs for each), for a like-for-like rate when the load's mode or
+    # harness changed since the clean batch ran
+    batches = {"clean": pool[:args.clean], "load": load,
+               "clean_again": [(t, f"{c}#again", x[:-len(end)] + "// clean batch again\n" + end)
+                               for t, c, x in pool[:args.clean]]}
     # as the adversarial GPU table (a hang ends at 10 s a test run), with this run's timing budget
     settings = HarnessSettings(test_timeout_s=10, timing_timeout_s=60, budget_ms=args.budget_ms,
                                max_reps=args.max_reps, overlap_judging=args.overlap_judging,
@@ -260,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.monotonic()
     for name in [b.strip() for b in args.batches.split(",") if b.strip()]:
         if name not in batches:
-            ap.error(f"--batches: unknown batch {name!r} (clean, load)")
+            ap.error(f"--batches: unknown batch {name!r} (clean, load, clean_again)")
         if not batches[name]:
             continue
         left = None
@@ -304,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     b = summary["batches"]
     if b.get("clean", {}).get("scored_per_min") and b.get("load", {}).get("scored_per_min"):
         summary["load_over_clean_rate"] = round(b["load"]["scored_per_min"] / b["clean"]["scored_per_min"], 3)
+    if b.get("clean_again", {}).get("scored_per_min") and b.get("load", {}).get("scored_per_min"):
+        summary["load_over_clean_again_rate"] = round(b["load"]["scored_per_min"]
+                                                      / b["clean_again"]["scored_per_min"], 3)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     for name, fig in b.items():
         print(f"{name}: {fig['results']} of {fig['jobs']} jobs have results ({fig['hostile']} hostile); harness "
@@ -313,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
                  "no rate") + f"\n  verdicts: {fig['verdicts']}")
     if "load_over_clean_rate" in summary:
         print(f"load / clean throughput: {summary['load_over_clean_rate']}")
+    if "load_over_clean_again_rate" in summary:
+        print(f"load / clean_again throughput: {summary['load_over_clean_again_rate']}")
     if not gpu:
         print("no GPU (or compile-only): honest candidates and hostile ones decided on the GPU stay unscored; "
               "harness faults are counted only with a GPU")
