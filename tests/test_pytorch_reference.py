@@ -93,6 +93,31 @@ def test_verdicts(small):
     assert "outside" in compare_outputs(small, (b16[0].float(),), (b16[0].float() * 1.01,))  # fp32: 1e-4
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_verdicts_are_the_same_wherever_compared(small, monkeypatch, device):
+    """Values compared a chunk at a time on a device (``compare_outputs(device=)``: the harness's GPU in a run)
+    give the CPU's verdict and message, chunk borders included (three elements a chunk here)."""
+    import cudaperf.harness.pytorch_reference as pr
+
+    monkeypatch.setattr(pr, "COMPARE_CHUNK", 3)
+    e = torch.tensor([1.0, -2.0, float("nan"), float("inf"), 0.5, -0.0, 3.0])
+    off = e.clone()
+    off[5] = 1e-3  # one element outside atol 1e-4 + rtol 1e-4, in the second chunk
+    nan = e.clone()
+    nan[6] = float("nan")  # the last chunk
+    ints = torch.tensor([1, 2, 3, 4, 5])
+    cases = [(e, e.clone()), (e, e + 5e-5), (e, off), (e, nan), (e, e * 1.01), (ints, ints.clone()),
+             (ints, torch.tensor([1, 2, 3, 4, 6]))]
+    for want_ok, (exp, got) in zip([True, True, False, False, False, True, False], cases):
+        on_cpu = pr._compare_values(small, 0, exp, got)
+        assert (on_cpu is None) == want_ok, on_cpu
+        if device == "cpu":  # the device route (each chunk copied there) against the plain one
+            assert pr._compare_values(small, 0, exp, got, "cpu") == on_cpu
+        else:
+            assert pr.compare_outputs(small, (exp,), (got,), device="cuda") == on_cpu
+    assert "1 of 7 elements outside" in pr._compare_values(small, 0, e, off)
+
+
 def test_baselines_need_a_cuda_device(small):
     from cudaperf.harness.pytorch_reference import time_reference
 

@@ -225,8 +225,13 @@ def _tolerance(task: PyTorchTask, dtype) -> tuple[float, float]:
     return tol.fp32
 
 
-def compare_outputs(task: PyTorchTask, expected: Sequence[Any], got: Sequence[Any]) -> str | None:
-    """None when ``got`` matches ``expected``; else what is wrong, for the candidate's feedback."""
+def compare_outputs(task: PyTorchTask, expected: Sequence[Any], got: Sequence[Any],
+                    device: str | None = None) -> str | None:
+    """None when ``got`` matches ``expected``; else what is wrong, for the candidate's feedback.
+
+    ``device``: where the values are compared, a chunk at a time (both sides copied there; the harness's own GPU
+    in a run: KernelBench's largest outputs took 47 s a candidate on the H200's CPU in session 20). The
+    comparison is the same float64 arithmetic on either; a GPU that runs out of memory leaves it to the CPU."""
     import torch
 
     if len(got) != len(expected):
@@ -239,8 +244,16 @@ def compare_outputs(task: PyTorchTask, expected: Sequence[Any], got: Sequence[An
                    f"{str(e.dtype).removeprefix('torch.')}"
         if tuple(g.shape) != tuple(e.shape):
             return f"output {k}: shape {tuple(g.shape)}, expected {tuple(e.shape)}"
-        g = g.detach().cpu()
-        bad = _compare_values(task, k, e, g)
+        g = g.detach()
+        bad = None
+        if device is not None and str(device).startswith("cuda") and torch.cuda.is_available():
+            try:
+                bad = _compare_values(task, k, e, g, device)
+            except torch.cuda.OutOfMemoryError:
+                torch.cuda.empty_cache()
+                device = None  # this output and the rest on the CPU
+        if device is None or not str(device).startswith("cuda") or not torch.cuda.is_available():
+            bad = _compare_values(task, k, e, g.cpu())
         if bad is not None:
             return bad
     return None
@@ -251,8 +264,9 @@ COMPARE_CHUNK = 1 << 24
 (KernelBench's largest are 1.6 billion elements)."""
 
 
-def _compare_values(task: PyTorchTask, k: int, e: Any, g: Any) -> str | None:
-    """Output ``k``'s values (same dtype and shape) within the task's tolerance, compared a chunk at a time."""
+def _compare_values(task: PyTorchTask, k: int, e: Any, g: Any, device: str | None = None) -> str | None:
+    """Output ``k``'s values (same dtype and shape) within the task's tolerance, compared a chunk at a time
+    (on ``device`` when given: each chunk of both sides copied there)."""
     import torch
 
     ef, gf = e.reshape(-1), g.reshape(-1)
@@ -263,6 +277,8 @@ def _compare_values(task: PyTorchTask, k: int, e: Any, g: Any) -> str | None:
     n_bad, max_abs, any_finite = 0, 0.0, False
     for lo in range(0, n, COMPARE_CHUNK):
         ec, gc = ef[lo:lo + COMPARE_CHUNK], gf[lo:lo + COMPARE_CHUNK]
+        if device is not None:
+            ec, gc = ec.to(device), gc.to(device)
         if not floating:
             bad = (gc != ec)
             if bool(bad.any()):

@@ -524,7 +524,7 @@ def _judge_trials(prepared: PreparedPyTorch, w: Path, outputs: _Outputs) -> tupl
         got, why = outputs.got(k, rep.get("outputs"))
         if got is None:
             return passed, Failure(FailureKind.CRASH, f"{where}: {why}")
-        bad = compare_outputs(prepared.task, trial.expected, got)
+        bad = compare_outputs(prepared.task, trial.expected, got, device=prepared.device)
         del got
         if bad is not None:
             return passed, Failure(FailureKind.WRONG_OUTPUT, f"{where}: {bad}")
@@ -571,7 +571,7 @@ def _recheck_timed(prepared: PreparedPyTorch, w: Path, outputs: _Outputs, seeds:
         got, why = outputs.got(k, reports[k])
         if got is None:
             return f"outputs of timed calls on trial {k}'s inputs: {why}"
-        bad = compare_outputs(prepared.task, _expected_timed(prepared, k, seeds[k]), got)
+        bad = compare_outputs(prepared.task, _expected_timed(prepared, k, seeds[k]), got, device=prepared.device)
         del got
         if bad is not None:
             return f"outputs of timed calls on trial {k}'s (perturbed) inputs are wrong: {bad}"
