@@ -249,7 +249,8 @@ def _run_once(prepared: PreparedPyTorch, code: str, settings: HarnessSettings, g
                 if line is None and not ctl.eof:
                     ctl.kill()
                 return
-            state["verdict"] = _judge_trials(prepared, w, outputs)
+            with HOST.background():  # the comparison uses this GPU (and the host): never beside a timed window
+                state["verdict"] = _judge_trials(prepared, w, outputs)
             mark("judge_s")
             if state["verdict"][1] is not None or not settings.time_candidates:
                 ctl.send("stop")
