@@ -7,7 +7,9 @@ differ only in how a task's candidates follow one another on the GPU, side by si
 
 Arms (``HarnessSettings``): ``serial`` (a candidate's process starts once the previous one is gone and
 judged), ``overlap_judging`` (once it is gone; judging overlaps), ``overlap_runs`` (the default since session 25: once it is
-released, its exit and judging overlap the next one's start and tests; timing still waits until it is gone). Arms alternate ``--repeats``
+released, its exit and judging overlap the next one's start and tests; timing still waits until it is gone),
+``overlap_runs_5`` (the same, timing each answer with the paper's five runs instead of ``--max-reps``: an RL step
+that needs speedups, not a report). Arms alternate ``--repeats``
 times; each gets the same answers, each made a new source by a nonce (every one goes through nvcc, as a policy's
 samples would).
 
@@ -31,7 +33,8 @@ from dataclasses import replace
 from pathlib import Path
 
 ARMS = {"serial": {"overlap_runs": False}, "overlap_judging": {"overlap_judging": True, "overlap_runs": False},
-        "overlap_runs": {"overlap_runs": True}}
+        "overlap_runs": {"overlap_runs": True},
+        "overlap_runs_5": {"overlap_runs": True, "min_reps": 5, "max_reps": 5}}
 PHASES = ("setup_s", "tests_s", "windows_s", "close_s", "exit_s", "judge_s", "run_s", "compile_s")
 
 

@@ -82,8 +82,8 @@
 #   verify-s24    session 24's CPU-side changes on a GPU (the driver's mapped inputs and pooled buffers, the probe's
 #                 clock for CUPTI, overlap_runs' batched re-checks), the harness and trust GPU tests and the
 #                 adversarial entries they touch (TEST_LIMIT, ADV_LIMIT)
-#   speed-load    c_throughput.py's arms (C_ARMS, default serial,overlap_runs; C_ARGS more of its flags, e.g.
-#                 "--max-reps 5" for the paper's five timed runs) without c-speed's GPU tests, then
+#   speed-load    c_throughput.py's arms (C_ARMS, default serial,overlap_runs; overlap_runs_5 times with the paper's
+#                 five runs; C_ARGS more of its flags) without c-speed's GPU tests, then
 #                 trust-load (LOAD_ARGS) until LIMIT seconds from the call's start
 #   torch-pch     benchmarks/torch_pch.py --cuda (REPEATS, default 1): load_inline builds of the ReLU ModelNew's
 #                 extension with and without the precompiled torch/extension.h, side by side
