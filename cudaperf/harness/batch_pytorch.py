@@ -174,8 +174,8 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
         slots, so the GPU does not idle while runners of one task start up or shut down."""
         gpu_lock = threading.Lock()
         load_lock = TurnLock() if prestart and parallel <= 1 else None  # runners load in the order they got ready
-        ahead = settings.prestart_ahead
-        runs = ThreadPoolExecutor(max_workers=1 + ahead if load_lock is not None else max(1, parallel),
+        runs = ThreadPoolExecutor(max_workers=1 + settings.prestart_ahead if load_lock is not None
+                                  else max(1, parallel),
                                   thread_name_prefix=f"cudaperf-torch-gpu{gpu}")
         ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"cudaperf-torch-prep{gpu}")
         in_flight: list[Future] = []

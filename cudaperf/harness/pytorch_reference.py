@@ -245,14 +245,14 @@ def compare_outputs(task: PyTorchTask, expected: Sequence[Any], got: Sequence[An
         if tuple(g.shape) != tuple(e.shape):
             return f"output {k}: shape {tuple(g.shape)}, expected {tuple(e.shape)}"
         g = g.detach()
-        bad = None
-        if device is not None and str(device).startswith("cuda") and torch.cuda.is_available():
+        on_gpu = device is not None and str(device).startswith("cuda") and torch.cuda.is_available()
+        if on_gpu:
             try:
                 bad = _compare_values(task, k, e, g, device)
             except torch.cuda.OutOfMemoryError:
                 torch.cuda.empty_cache()
-                device = None  # this output and the rest on the CPU
-        if device is None or not str(device).startswith("cuda") or not torch.cuda.is_available():
+                on_gpu = device = None  # this output and the rest on the CPU
+        if not on_gpu:
             bad = _compare_values(task, k, e, g.cpu())
         if bad is not None:
             return bad
