@@ -77,7 +77,7 @@ def _load_run(code: str, tree: Path | None, pch: Path | None = None) -> str:
             mb.install_prebuilt(tree, w)
         env = scrubbed_env(w, mb.modelnew_env(py, "sm_90", prebuilt=True, pch=pch))
         r = run_sandboxed([py, "load.py"], w, env=env,
-                          limits=SandboxLimits(wall_s=300, ro_paths=(str(pch),) if pch else ()))
+                          limits=SandboxLimits(wall_s=300, ro_paths=mb.modelnew_ro_paths(pch)))
     assert r.returncode == 0, r.describe() + r.stderr[-2000:]
     return r.stdout
 
@@ -251,7 +251,7 @@ def test_builds_read_the_precompiled_torch_header(buildable):
                 share_file(w / "main.cpp")
                 env = scrubbed_env(w, mb.modelnew_env(py, "sm_90", prebuilt=True, pch=pch))
                 r = run_sandboxed(["sh", "-c", f"c++ {cflags} -H -fsyntax-only main.cpp"], w, env=env,
-                                  limits=SandboxLimits(wall_s=300, ro_paths=(str(pch),) if pch else ()))
+                                  limits=SandboxLimits(wall_s=300, ro_paths=mb.modelnew_ro_paths(pch)))
             assert r.returncode == 0, r.describe() + r.stderr[-1500:]
             seen[name] = [line for line in r.stderr.splitlines() if line.startswith("! ")]
         assert seen["pch"] == [f"! {root}/torch/extension.h.gch/v0.gch"] and seen["control"] == [], seen

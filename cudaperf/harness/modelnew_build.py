@@ -91,6 +91,13 @@ def modelnew_env(py: str, arch: str | None, *, prebuilt: bool, pch: Path | None 
     return env
 
 
+def modelnew_ro_paths(pch: Path | None) -> tuple[str, ...]:
+    """``SandboxLimits.ro_paths`` of a ``ModelNew`` module's runs: the precompiled header's directory, which
+    :func:`modelnew_env` names in ``CPATH``, read-only at the same path (nothing where there is none). The rest of
+    the harness's cache, and the lock its build holds beside it, are not in the run's root."""
+    return (str(pch),) if pch is not None else ()
+
+
 def modelnew_pch(enabled: bool, *, build: bool = True) -> Path | None:
     """The precompiled ``torch/extension.h``'s directory for a ``ModelNew`` module's runs
     (``HarnessSettings.modelnew_pch``), built on first use (``build``; a GPU run takes it only if it is built
@@ -170,7 +177,7 @@ def prebuild_modelnew(code: str, *, arch: str | None = None, pch: bool = True) -
                             limits=SandboxLimits(wall_s=BUILD_TIMEOUT_S, cpu_s=int(BUILD_TIMEOUT_S) * 4,
                                                  file_size_bytes=512 << 20, gpu_devices=False,
                                                  nice=getattr(_PRIORITY, "nice", 0),
-                                                 ro_paths=(str(pch_root),) if pch_root is not None else ()))
+                                                 ro_paths=modelnew_ro_paths(pch_root)))
         log = (run.stdout or "") + (run.stderr or "")
         try:
             report = json.loads(read_untrusted_text(w / "build.json", 1 << 20) or "null")

@@ -140,7 +140,7 @@ def _run_once(prepared: PreparedPyTorch, code: str, settings: HarnessSettings, g
     code loaded."""
     import torch
 
-    from cudaperf.harness.modelnew_build import install_prebuilt, modelnew_env, modelnew_pch
+    from cudaperf.harness.modelnew_build import install_prebuilt, modelnew_env, modelnew_pch, modelnew_ro_paths
     from cudaperf.harness.pytorch_checks import check_pytorch_candidate
 
     mode = "fast" if build is not None else "modelnew"
@@ -294,7 +294,7 @@ def _run_once(prepared: PreparedPyTorch, code: str, settings: HarnessSettings, g
         ahead = settings.prestart_ahead if load_lock is not None else 0
         limits = SandboxLimits(wall_s=run_need_s * (1 + ahead), max_processes=4096,
                                exit_grace_s=settings.pytorch_exit_grace_s,
-                               ro_paths=(str(pch),) if pch is not None else ())
+                               ro_paths=modelnew_ro_paths(pch))
         t0 = time.monotonic()
         try:
             run = run_sandboxed([py, "torch_runner.py", CTL_FD], w, env=scrubbed_env(w, extra), limits=limits,

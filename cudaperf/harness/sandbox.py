@@ -136,7 +136,10 @@ Not covered
     crashes or exits in its own way: the verdict says so, but cannot tell it from other crashes;
   * if ``unshare`` is not permitted (an unprivileged container), runs fall back to a plain new session: processes
     that escape the process group by ``setsid`` are then not killed except through the run's cgroup, the network
-    is not cut, and the file system is limited by Landlock only where the kernel has it.
+    is not cut, and the file system is limited by Landlock only where the kernel has it. Landlock does not cover a
+    file's mode, owner or times, and such a run is the harness's own user: it can change those of any file of the
+    harness's user it can name (``tests/test_pch_hostile.py`` shows it on the precompiled header, which the
+    harness then refuses and builds again).
 
 Switches: each protection is a :class:`SandboxLimits` field; ``CUDAPERF_SANDBOX`` changes their defaults for a
 whole process, e.g. ``CUDAPERF_SANDBOX=-private_root,-seccomp,+deny_exec_remap`` (names: ``private_root``,

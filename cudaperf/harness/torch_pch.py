@@ -27,6 +27,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import stat
 import subprocess
 import sysconfig
 import tempfile
@@ -96,8 +97,42 @@ def _plan() -> tuple[str, list[str], Path] | str:
     return exe, flags, cache_dir() / "torch-pch" / _key(compiler, flags)[:24]
 
 
+def _entries() -> dict[str, int]:
+    """What :func:`torch_pch` leaves in the directory, each path with its file type (``stat.S_IFMT``)."""
+    gch = "torch/extension.h.gch"
+    files = ["done", "torch/extension.h", *(f"{gch}/v{i}.gch" for i in range(len(VARIANTS)))]
+    return {".": stat.S_IFDIR, "torch": stat.S_IFDIR, gch: stat.S_IFDIR, **dict.fromkeys(files, stat.S_IFREG)}
+
+
 def _done(root: Path) -> bool:
-    return (root / "torch" / "extension.h.gch").is_dir() and (root / "done").exists()
+    """The directory is built and is as :func:`torch_pch` left it: exactly its entries (GCC takes any file in
+    ``extension.h.gch/`` as a candidate precompiled form), no links, each owned by this process's user and writable
+    by no other, the header copy with the header's size and time (what ``#pragma once`` compares). Its content is
+    not hashed (1.6 GB each time a GPU run asks): who could have written it is what is checked. Sandboxed runs get
+    it read-only and, in a private root, never see the rest of the cache; but Landlock (the fallback without
+    namespaces, where a run is the harness's own user) does not cover a file's mode, owner or times, so a run there
+    can change those: anything other than what the harness left means the cache was changed outside it, and
+    the directory is built again."""
+    want = _entries()
+    try:
+        seen = {".": os.lstat(root)}
+        if stat.S_ISDIR(seen["."].st_mode):
+            seen.update((str(p.relative_to(root)), os.lstat(p)) for p in root.rglob("*"))
+        header = os.stat(_header())
+    except OSError:
+        return False
+    if seen.keys() != want.keys():
+        return False
+    copy = seen["torch/extension.h"]
+    return (copy.st_size == header.st_size and int(copy.st_mtime) == int(header.st_mtime)
+            and all(stat.S_IFMT(st.st_mode) == want[name] and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+                    for name, st in seen.items()))
+
+
+def _lock_path(root: Path) -> Path:
+    """The file whose lock :func:`torch_pch` holds while it builds ``root`` (beside it in the cache, which sandboxed
+    runs never see)."""
+    return root.parent / f".{root.name}.lock"
 
 
 def ready_pch() -> Path | None:
@@ -154,8 +189,13 @@ def torch_pch() -> TorchPCH:
     if _done(root):
         return TorchPCH(root, f"precompiled torch/extension.h ({len(VARIANTS)} variants, cached)",
                         time.monotonic() - t0)
-    base.mkdir(parents=True, exist_ok=True)
-    with open(base / f".{key}.lock", "w") as lock:
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        # not truncated, and never through a link: a lock only needs a file to hold
+        fd = os.open(_lock_path(root), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        return TorchPCH(None, f"no precompiled header: its build lock: {exc}", time.monotonic() - t0)
+    with open(fd) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it: wait, then use its result
         if _done(root):
             return TorchPCH(root, f"precompiled torch/extension.h ({len(VARIANTS)} variants, cached)",
@@ -175,7 +215,9 @@ def torch_pch() -> TorchPCH:
             (staging / "done").write_text(" ".join(flags))
             for p in [staging, *staging.rglob("*")]:  # readable by the sandbox's users, writable by none
                 p.chmod(0o755 if p.is_dir() else 0o444)
-            if root.exists():
+            if root.is_symlink() or root.is_file():  # a tree that failed :func:`_done`: whatever is there goes
+                root.unlink()
+            elif root.exists():
                 shutil.rmtree(root, ignore_errors=True)
             os.rename(staging, root)
         except (OSError, subprocess.SubprocessError) as exc:
