@@ -174,6 +174,22 @@ def _quantiles(values: list[float]) -> dict | None:
     return {"n": len(v), "min": v[0], "p01": q(0.01), "p05": q(0.05), "median": q(0.5), "max": v[-1]}
 
 
+def progress_log(name: str, log, every_s: float = 30.0):
+    """An executor progress callback that logs a stage's count when the stage changes, at its end, and at most every
+    ``every_s`` seconds otherwise (with the seconds since the batch began), so that a call cut short by its time
+    limit still says how far each stage got."""
+    t0 = time.monotonic()
+    last: dict[str, float] = {}
+
+    def progress(stage: str, k: int, n: int) -> None:
+        now = time.monotonic()
+        if stage not in last or k >= n or now - last[stage] >= every_s:
+            last[stage] = now
+            log(f"{name}: {now - t0:.0f} s: {stage} {k}/{n}")
+
+    return progress
+
+
 def run_batch_in(name: str, out: Path, tasks: dict, rows: list, *, executor: str, settings, max_seconds: float | None,
                  log) -> dict:
     """One batch into ``DIR/NAME.jsonl``, resuming; returns this call's figures (new results, wall)."""
@@ -188,7 +204,8 @@ def run_batch_in(name: str, out: Path, tasks: dict, rows: list, *, executor: str
     t0 = time.monotonic()
     with make_executor(executor) as ex:
         options = {"max_seconds": max_seconds} if (max_seconds and executor == "local") else {}
-        summary = ex.evaluate([tasks[t] for t in needed], jobs, store, settings=settings, **options)
+        summary = ex.evaluate([tasks[t] for t in needed], jobs, store, settings=settings,
+                              progress=progress_log(name, log), **options)
     wall = time.monotonic() - t0
     done = len(store.done_keys())
     log(f"{name}: {summary.n_jobs} jobs, {summary.n_skipped} already scored, {done - before} newly scored in "

@@ -50,7 +50,19 @@ def test_load_run_decides_what_the_cpu_can_and_resumes(tmp_path, capsys):
     assert sorted(again) == sorted(first)
     progress = json.loads((tmp_path / "progress.json").read_text())
     assert progress["load"]["calls"] == 2 and progress["load"]["last_call"]["new_scored"] == 0
-    assert "left for a rerun" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "left for a rerun" in err
+    assert "load: " in err and " s: compile " in err  # the batch's progress, logged while it runs
+
+
+def test_progress_is_logged_per_stage_at_its_end_and_sparingly_between():
+    lines: list[str] = []
+    progress = load_run.progress_log("load", lines.append, every_s=3600)
+    for k in range(1, 6):
+        progress("compile", k, 5)
+    progress("run", 1, 5)
+    progress("run", 2, 5)
+    assert [line.split(": ", 2)[2] for line in lines] == ["compile 1/5", "compile 5/5", "run 1/5"]
 
 
 def test_honest_rows_reuse_the_pool_as_distinct_sources():

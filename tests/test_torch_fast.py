@@ -284,3 +284,26 @@ def test_a_library_that_reaches_the_runners_python_is_rejected_by_its_symbols():
                'cudaStream_t stream) {\n  long long n = in[0].numel;\n  relu_kernel<<<(unsigned)((n + 255) / 256), '
                '256, 0, stream>>>((const float*)in[0].data, (float*)out[0].data, n);\n  return 0;\n}\n')
     assert build_fast_candidate(honest).stage == "ok"
+
+
+def test_builds_started_ahead_give_a_tasks_jobs_as_they_are_built(tmp_path, monkeypatch):
+    """``PyTorchBuilds`` (started by ``run_batch`` before a batch's C tasks): every job of a task comes out once,
+    after its build, which the run then finds in the cache; candidates that fail the checks come out unbuilt."""
+    from cudaperf.harness.batch_pytorch import PyTorchBuilds
+    from cudaperf.harness.executor import Job
+    from cudaperf.harness.settings import HarnessSettings
+
+    monkeypatch.setenv("CUDAPERF_CACHE", str(tmp_path / "cache"))
+    relu = (FIX / "relu.cu").read_text()
+    jobs = [Job("relu", "fast", f"```cuda\n{relu}```"), Job("relu", "prose", "I would use a kernel."),
+            Job("relu", "fast_b128", f"```cuda\n{relu.replace('256', '128')}```")]
+    assert "256" in relu
+    builds = PyTorchBuilds(jobs, HarnessSettings())
+    try:
+        assert builds.covers(jobs[:2]) and not builds.covers([Job("relu", "other", "")])
+        out = list(builds.in_build_order("relu", jobs))
+    finally:
+        builds.close()
+    assert sorted(j.candidate_id for j in out) == ["fast", "fast_b128", "prose"]
+    for code in (relu, relu.replace("256", "128")):
+        assert build_fast_candidate(code).info.cached

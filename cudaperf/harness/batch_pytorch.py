@@ -18,6 +18,7 @@ timed) run ahead of the GPU workers on half the cores, and so do ``ModelNew`` mo
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import re
@@ -26,7 +27,7 @@ import time
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from cudaperf.harness.quiet import HOST
 from cudaperf.harness.result import EvaluationResult
@@ -51,11 +52,83 @@ class PyTorchBatchSummary:
     """Jobs that ran on a GPU (0 without one: then every result is unscored after its build)."""
 
 
+class PyTorchBuilds:
+    """A PyTorch batch's candidates built ahead of their GPU runs, on half the cores (niceness 19; the builds'
+    processes paused while anything is timed): fast-path units (sandboxed nvcc) and, with
+    ``HarnessSettings.prebuild_modelnew``, ``ModelNew`` modules' extensions
+    (:mod:`cudaperf.harness.modelnew_build`; the precompiled ``torch/extension.h`` first, with
+    ``HarnessSettings.modelnew_pch``). The runs then find them in the cache. Candidates that fail the static checks
+    are left to :func:`~cudaperf.harness.run_pytorch.evaluate_pytorch`, which gives their verdicts.
+
+    Start it as soon as the jobs are known (``run_batch`` starts it before a batch's C tasks, so the builds go on
+    while those run); :meth:`in_build_order` gives a task's jobs as their builds end."""
+
+    def __init__(self, jobs: Sequence[Any], settings: HarnessSettings, *,
+                 progress: Callable[[str, int, int], None] | None = None) -> None:
+        from cudaperf.harness.extract import extract_code
+
+        self.settings, self.progress = settings, progress
+        self.keys = {(j.task_id, j.candidate_id) for j in jobs}
+        self._n, self._built = len(jobs), 0
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) // 2),
+                                        thread_name_prefix="cudaperf-torch-build")
+        if settings.modelnew_pch and any(_MODELNEW.search(extract_code(j.completion).code or "") for j in jobs):
+            from cudaperf.harness.modelnew_build import modelnew_pch
+
+            self._pool.submit(modelnew_pch, True)  # the precompiled torch/extension.h, first (GPU runs never wait)
+        self._futures: dict[tuple[str, str], Future] = {
+            (j.task_id, j.candidate_id): self._pool.submit(self._build, j.completion) for j in jobs}
+
+    def covers(self, jobs: Sequence[Any]) -> bool:
+        return all((j.task_id, j.candidate_id) in self.keys for j in jobs)
+
+    def _build(self, completion: str):
+        from cudaperf.harness.compile import ToolchainError, compile_priority
+        from cudaperf.harness.extract import extract_code
+        from cudaperf.harness.modelnew_build import prebuild_modelnew
+        from cudaperf.harness.pytorch_checks import check_pytorch_candidate
+        from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate
+
+        settings = self.settings
+        code = extract_code(completion).code
+        out = None
+        if code is not None and not _MODELNEW.search(code) and check_fast_candidate(code).ok:
+            try:
+                with compile_priority(19):
+                    out = build_fast_candidate(code, arch=settings.arch, flags=settings.nvcc_flags)
+            except ToolchainError:
+                out = None  # evaluate_pytorch meets it again and makes the result unscored
+        elif code is not None and settings.prebuild_modelnew and _MODELNEW.search(code) \
+                and check_pytorch_candidate(code).ok:
+            with compile_priority(19):
+                out = prebuild_modelnew(code, arch=settings.arch, pch=settings.modelnew_pch)
+        with self._lock:
+            self._built += 1
+            if self.progress:
+                self.progress("pytorch-compile", self._built, self._n)
+        return out
+
+    def in_build_order(self, task_id: str, jobs: Sequence[Any]) -> Iterator[Any]:
+        """``jobs`` (of ``task_id``) as their builds end; a build's programming error is raised here."""
+        from concurrent.futures import as_completed
+
+        of = {self._futures[(task_id, j.candidate_id)]: j for j in jobs}
+        for f in as_completed(of):
+            f.result()
+            yield of[f]
+
+    def close(self) -> None:
+        """Builds not started are dropped (a rerun builds them); those running end in the background."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
 def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultStore, *,
                       settings: HarnessSettings, seed_of: Callable[[str], int] | None = None,
                       gpus: Sequence[int] | None = None, progress: Callable[[str, int, int], None] | None = None,
                       max_seconds: float | None = None, compile_baseline: bool = False,
-                      parallel: int = 1, prestart: bool = False) -> PyTorchBatchSummary:
+                      parallel: int = 1, prestart: bool = False,
+                      builds: PyTorchBuilds | None = None) -> PyTorchBatchSummary:
     """Evaluate ``jobs`` (:class:`~cudaperf.harness.executor.Job` of PyTorch tasks, task by task in their order)
     and append one result per job to ``store``; jobs with a scored result there already are skipped.
     ``seed_of(task_id)``: the seed of a task's trials (default: a fresh one per task). Without a GPU every job is
@@ -66,17 +139,15 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
     previous one's process is gone, in the order they got ready (``HarnessSettings.prestart_runners``;
     :func:`~cudaperf.harness.run_pytorch.run_pytorch_candidate`'s ``load_lock``, a
     :class:`~cudaperf.harness.turns.TurnLock`). A task's candidates still all end before the next task's baseline is
-    timed."""
+    timed.
+
+    ``builds``: the candidates' builds, started ahead by the caller (:class:`PyTorchBuilds`, for example while a
+    batch's C tasks run); by default they start here. Either way this call closes them."""
     import torch
 
-    from cudaperf.harness.compile import ToolchainError, compile_priority
     from cudaperf.harness.environment import gpu_count
-    from cudaperf.harness.extract import extract_code
     from cudaperf.harness.pytorch_reference import prepare_pytorch, time_reference
     from cudaperf.harness.run_pytorch import evaluate_pytorch
-    from cudaperf.harness.modelnew_build import prebuild_modelnew
-    from cudaperf.harness.pytorch_checks import check_pytorch_candidate
-    from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate
     from cudaperf.tasks.inputs import fresh_seed
 
     t0 = time.monotonic()
@@ -90,6 +161,8 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
         gpus = list(range(gpu_count()))
     if not gpus or not torch.cuda.is_available():
         # Nothing can run: each candidate is still checked and built, and its result says why it is unscored.
+        if builds is not None:
+            builds.close()
         for k, j in enumerate(todo, 1):
             store.append(evaluate_pytorch(tasks[j.task_id], j.completion, settings, candidate_id=j.candidate_id))
             if progress:
@@ -98,41 +171,11 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
                                    n_skipped=len(jobs) - len(todo), not_started=0, gpu_s=0.0,
                                    wall_s=time.monotonic() - t0, per_task_s={}, n_gpu_runs=0)
 
-    n_build = max(1, (os.cpu_count() or 2) // 2)
-    builds: dict[tuple[str, str], Future] = {}
-    n_built = [0]
     lock = threading.Lock()
-
-    def build(completion: str):
-        """Build a fast-path unit, or (``settings.prebuild_modelnew``) a ``ModelNew`` module's extensions, ahead
-        (evaluate_pytorch then finds it in the cache); candidates that fail the checks are left to
-        evaluate_pytorch."""
-        code = extract_code(completion).code
-        out = None
-        if code is not None and not _MODELNEW.search(code) and check_fast_candidate(code).ok:
-            try:
-                with compile_priority(19):
-                    out = build_fast_candidate(code, arch=settings.arch, flags=settings.nvcc_flags)
-            except ToolchainError:
-                out = None  # evaluate_pytorch meets it again and makes the result unscored
-        elif code is not None and settings.prebuild_modelnew and _MODELNEW.search(code) \
-                and check_pytorch_candidate(code).ok:
-            with compile_priority(19):
-                out = prebuild_modelnew(code, arch=settings.arch, pch=settings.modelnew_pch)
-        with lock:
-            n_built[0] += 1
-            if progress:
-                progress("pytorch-compile", n_built[0], len(todo))
-        return out
-
-    pool = ThreadPoolExecutor(max_workers=n_build, thread_name_prefix="cudaperf-torch-build")
-    if settings.modelnew_pch and any(_MODELNEW.search(extract_code(j.completion).code or "") for j in todo):
-        from cudaperf.harness.modelnew_build import modelnew_pch
-
-        pool.submit(modelnew_pch, True)  # the precompiled torch/extension.h, first (GPU runs never wait for it)
-    for t in order:
-        for j in by_task[t]:
-            builds[(t, j.candidate_id)] = pool.submit(build, j.completion)
+    if builds is None:
+        builds = PyTorchBuilds(todo, settings, progress=progress)
+    elif not builds.covers(todo):
+        raise ValueError("the builds started ahead do not cover this batch's jobs")
 
     work: queue.Queue[str] = queue.Queue()
     for t in order:
@@ -195,8 +238,10 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
                         # unless this task's tensors leave no room for another's beside them (then it follows)
                         defer = 3 * host_bytes(prep) > mem_available_bytes()
                         pending = ahead.submit(prepare, nxt, gpu) if nxt is not None and not defer else None
-                        for j in task_jobs:
-                            builds[(tid, j.candidate_id)].result()  # built (cached) before the task takes the GPU
+                        # the task takes the GPU once one of its candidates is built (in the cache); the others
+                        # go on building while it runs, and run in the order they are built
+                        ready = builds.in_build_order(tid, task_jobs)
+                        first = next(ready)
                         while sum(not f.done() for f in in_flight) > max(1, parallel):
                             time.sleep(0.05)  # the previous task's last candidates hold the runner slots
                         in_flight = [f for f in in_flight if not f.done()]
@@ -235,7 +280,7 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
                             if left[0] == 0:
                                 per_task[tid] = time.monotonic() - ts
 
-                    for j in task_jobs:
+                    for j in itertools.chain([first], ready):
                         f = runs.submit(evaluate_pytorch, task, j.completion, settings, candidate_id=j.candidate_id,
                                         prepared=prep, gpu_index=gpu, baseline=eager, compiled_baseline=compiled,
                                         gpu_lock=gpu_lock if parallel > 1 else None, load_lock=load_lock)
@@ -262,7 +307,7 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
         th.start()
     for th in threads:
         th.join()
-    pool.shutdown(wait=False, cancel_futures=True)
+    builds.close()
     if errors:
         raise errors[0]
     left = sum(len(by_task[t]) for t in order if t not in per_task)

@@ -118,6 +118,7 @@ def run_batch(
     default ``compile_workers``: the cores less two per GPU); False: compile everything first, on all cores.
 
     PyTorch tasks' jobs run after the others, through :func:`cudaperf.harness.batch_pytorch.run_pytorch_batch`
+    (their builds start first, on half the cores, and go on while the others run)
     (against the eager baseline; ``compile_baseline`` also times ``torch.compile``'s; with
     ``settings.pipeline_candidates``, trusted candidates of a task start their runners together).
     ``settings.exclusive_timing``: one timed window at a time across the GPUs (:mod:`cudaperf.harness.quiet`).
@@ -149,15 +150,28 @@ def _run_batch(tasks, jobs, store, *, settings: HarnessSettings, gpus, compile_w
 
         t_all = time.monotonic()
         c_jobs = [j for j in jobs if getattr(by_id[j.task_id], "kind", None) != "pytorch"]
-        first = run_batch([t for t in tasks if getattr(t, "kind", None) != "pytorch"], c_jobs, store,
-                          settings=settings, gpus=gpus, compile_workers=compile_workers, progress=progress,
-                          prepare_ahead=prepare_ahead, prepare_workers=prepare_workers, seed_of=seed_of,
-                          max_seconds=max_seconds, overlap_compile=overlap_compile) if c_jobs else None
+        builds = None
+        if c_jobs and (gpu_count() if gpus is None else len(gpus)):
+            # the PyTorch candidates build (paused while anything is timed) while the C tasks run
+            from cudaperf.harness.batch_pytorch import PyTorchBuilds
+
+            done = store.done_keys()
+            builds = PyTorchBuilds([j for j in torch_jobs if (j.task_id, j.candidate_id) not in done], settings,
+                                   progress=progress)
+        try:
+            first = run_batch([t for t in tasks if getattr(t, "kind", None) != "pytorch"], c_jobs, store,
+                              settings=settings, gpus=gpus, compile_workers=compile_workers, progress=progress,
+                              prepare_ahead=prepare_ahead, prepare_workers=prepare_workers, seed_of=seed_of,
+                              max_seconds=max_seconds, overlap_compile=overlap_compile) if c_jobs else None
+        except BaseException:
+            if builds is not None:
+                builds.close()
+            raise
         left = None if max_seconds is None else max(0.0, max_seconds - (time.monotonic() - t_all))
         pt = run_pytorch_batch(by_id, torch_jobs, store, settings=settings, seed_of=seed_of, gpus=gpus,
                                progress=progress, max_seconds=left, compile_baseline=compile_baseline,
                                parallel=max(1, settings.pytorch_runners) if settings.pipeline_candidates else 1,
-                               prestart=settings.prestart_runners)
+                               prestart=settings.prestart_runners, builds=builds)
         latest = store.latest()
         pt_results = tuple(latest[(j.task_id, j.candidate_id)] for j in torch_jobs
                            if (j.task_id, j.candidate_id) in latest)
