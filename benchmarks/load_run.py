@@ -117,22 +117,25 @@ def hostile_copies(copies: int, kinds: set[str] | None = None) -> tuple[dict, li
 
 
 def judge(results: list, entry_of: dict, *, gpu: bool) -> dict:
-    """The batch's figures from its results (the latest record of each job)."""
+    """The batch's figures from its results (the latest record of each job). A result is judged as a GPU's where it
+    was made on one (its environment names a GPU), so that stores written on the GPU machine can be summed up
+    anywhere."""
     verdicts = Counter()
     faults, hostile_wrong, honest_wrong = [], [], []
     for r in results:
+        on_gpu = gpu or (r.environment is not None and r.environment.gpu not in ("", "none visible"))
         v = "correct" if r.correct else (f"unscored: {r.failure.kind.value}" if r.status == "unscored" else
                                          (r.failure.kind.value if r.failure else "failed"))
         verdicts[v] += 1
         e = entry_of.get(r.candidate_id)
         if e is not None:
-            ok = suite.matches(suite.outcomes(e) if gpu else suite.cpu_expectation(e), r, suite.reason_for(e))
+            ok = suite.matches(suite.outcomes(e) if on_gpu else suite.cpu_expectation(e), r, suite.reason_for(e))
             if not ok:
-                hostile_wrong.append({"candidate": r.candidate_id, "observed": suite.observed(r),
+                hostile_wrong.append({"candidate": r.candidate_id, "observed": suite.observed(r), "on_gpu": on_gpu,
                                       "reason": r.failure.message[:200] if r.failure else None})
             continue
         if r.status == "unscored":
-            if gpu:
+            if on_gpu:
                 faults.append({"candidate": r.candidate_id, "task": r.task_id, "reason": r.failure.message[:300]})
         elif not r.correct:
             honest_wrong.append({"candidate": r.candidate_id, "task": r.task_id,
@@ -151,8 +154,8 @@ def judge(results: list, entry_of: dict, *, gpu: bool) -> dict:
             v = getattr(ev, key, None)
             if v is not None:
                 side[key].append(float(v))
-    if gpu:  # a hostile candidate left unscored is a harness fault too (one it may have caused)
-        faults += [w for w in hostile_wrong if w["observed"]["status"] == "unscored"]
+    # a hostile candidate left unscored on a GPU is a harness fault too (one it may have caused)
+    faults += [w for w in hostile_wrong if w["observed"]["status"] == "unscored" and w["on_gpu"]]
     return {"results": len(results), "hostile": sum(r.candidate_id in entry_of for r in results),
             "verdicts": dict(verdicts.most_common()), "harness_faults": len(faults), "faults": faults[:50],
             "hostile_unexpected": len(hostile_wrong), "hostile_unexpected_list": hostile_wrong[:50],
