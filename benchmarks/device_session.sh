@@ -85,6 +85,9 @@
 #   speed-load    c_throughput.py's arms (C_ARMS, default serial,overlap_runs; overlap_runs_5 times with the paper's
 #                 five runs; C_ARGS more of its flags) without c-speed's GPU tests, then
 #                 trust-load (LOAD_ARGS) until LIMIT seconds from the call's start
+#   verify-s26    sessions 25-26's PyTorch changes on a GPU (outputs compared there, runners started ahead, a
+#                 ModelNew built ahead with the precompiled header, builds started before a batch's C tasks), the
+#                 pinned-buffer adversarial entries, then tests/gpu/test_gpu_harness.py in the rest of LIMIT
 #   torch-pch     benchmarks/torch_pch.py --cuda (REPEATS, default 1): load_inline builds of the ReLU ModelNew's
 #                 extension with and without the precompiled torch/extension.h, side by side
 #   startup-seccomp  the startup step with the wheels installed (the sandbox's seccomp filter in force)
@@ -223,7 +226,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
     # Where a PyTorch runner's start-up goes: plain, sandboxed, sandboxed with one protection off, forked
     timeout "${LIMIT:-400}" python benchmarks/runner_startup.py --out "$OUT/startup" --repeats "${REPEATS:-2}" \
       > "$OUT/startup.log" 2>&1; echo "rc=$?" >> "$OUT/startup.log"; tail -c 3000 "$OUT/startup.log" ;;
-  trust-load|speed-load|torch-pch|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22|prebuild|c-speed|startup-seccomp|verify-s24)
+  trust-load|speed-load|torch-pch|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22|prebuild|c-speed|startup-seccomp|verify-s24|verify-s26)
     if ls .whl/*.whl > /dev/null 2>&1; then
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
@@ -290,6 +293,27 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
           -k "clock_rewrite or pin_across or token or cache or forged or side_stream or host_final or spin" \
           > "$OUT/gpu_adv_s24.log" 2>&1
         echo "rc=$?" >> "$OUT/gpu_adv_s24.log"; tail -c 1500 "$OUT/gpu_adv_s24.log" ;;
+      verify-s26)
+        # sessions 25 and 26's CPU-side PyTorch changes on a GPU: outputs compared on the GPU, runners started ahead
+        # (TurnLock), a ModelNew built ahead with the precompiled header, builds started before a batch's C tasks and
+        # candidates run as their builds end; then the adversarial entries of pinned buffers kept across calls, then
+        # the rest of the harness GPU tests under overlap_runs (the default since session 25), TEST_LIMIT in all
+        nvidia-smi --query-gpu=name,clocks.sm,memory.used,temperature.gpu --format=csv > "$OUT/smi.txt" 2>&1
+        t0=$SECONDS
+        timeout "${TEST_LIMIT:-330}" python -m pytest -v -p no:cacheprovider --durations=0 \
+          "tests/test_pytorch_reference.py::test_verdicts_are_the_same_wherever_compared" \
+          tests/gpu/test_gpu_pytorch_fast.py tests/test_torch_fast.py \
+          -k "wherever_compared or prestarted or built_ahead or beside_c_tasks or builds_started_ahead or correct_candidate or wrong_and_in_place" \
+          > "$OUT/gpu_verify_s26.log" 2>&1
+        echo "rc=$?" >> "$OUT/gpu_verify_s26.log"; tail -c 2500 "$OUT/gpu_verify_s26.log"
+        CUDAPERF_ADVERSARIAL_TABLE=$OUT/adv_s26.jsonl timeout "${ADV_LIMIT:-120}" python -m pytest -v -m gpu \
+          tests/gpu/test_gpu_adversarial.py -p no:cacheprovider --durations=0 \
+          -k "pin_across or pinned_left or cache_by_address" > "$OUT/gpu_adv_s26.log" 2>&1
+        echo "rc=$?" >> "$OUT/gpu_adv_s26.log"; tail -c 1500 "$OUT/gpu_adv_s26.log"
+        left=$(( ${LIMIT:-570} - (SECONDS - t0) ))
+        [ "$left" -gt 60 ] && { timeout "$left" python -m pytest -v -m gpu tests/gpu/test_gpu_harness.py \
+          -p no:cacheprovider --durations=0 > "$OUT/gpu_harness_s26.log" 2>&1
+          echo "rc=$?" >> "$OUT/gpu_harness_s26.log"; tail -c 1500 "$OUT/gpu_harness_s26.log"; } ;;
       startup-seccomp)
         timeout "${LIMIT:-400}" python benchmarks/runner_startup.py --out "$OUT/startup" --repeats "${REPEATS:-2}" \
           > "$OUT/startup.log" 2>&1; echo "rc=$?" >> "$OUT/startup.log"; tail -c 3000 "$OUT/startup.log" ;;
