@@ -88,6 +88,8 @@
 #   verify-s26    sessions 25-26's PyTorch changes on a GPU (outputs compared there, runners started ahead, a
 #                 ModelNew built ahead with the precompiled header, builds started before a batch's C tasks), the
 #                 pinned-buffer adversarial entries, then tests/gpu/test_gpu_harness.py in the rest of LIMIT
+#   newfam        issue 28's new families (NEWFAM) on a GPU before they enter the shipped dataset: N_TASKS each, built
+#                 into a dataset of their own and measured; each candidate's verdict to $OUT/newfam_verdicts.txt
 #   torch-pch     benchmarks/torch_pch.py --cuda (REPEATS, default 1): load_inline builds of the ReLU ModelNew's
 #                 extension with and without the precompiled torch/extension.h, side by side
 #   startup-seccomp  the startup step with the wheels installed (the sandbox's seccomp filter in force)
@@ -226,7 +228,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
     # Where a PyTorch runner's start-up goes: plain, sandboxed, sandboxed with one protection off, forked
     timeout "${LIMIT:-400}" python benchmarks/runner_startup.py --out "$OUT/startup" --repeats "${REPEATS:-2}" \
       > "$OUT/startup.log" 2>&1; echo "rc=$?" >> "$OUT/startup.log"; tail -c 3000 "$OUT/startup.log" ;;
-  trust-load|speed-load|torch-pch|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22|prebuild|c-speed|startup-seccomp|verify-s24|verify-s26)
+  trust-load|speed-load|torch-pch|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22|prebuild|c-speed|startup-seccomp|verify-s24|verify-s26|newfam)
     if ls .whl/*.whl > /dev/null 2>&1; then
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
@@ -314,6 +316,27 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
         [ "$left" -gt 60 ] && { timeout "$left" python -m pytest -v -m gpu tests/gpu/test_gpu_harness.py \
           -p no:cacheprovider --durations=0 > "$OUT/gpu_harness_s26.log" 2>&1
           echo "rc=$?" >> "$OUT/gpu_harness_s26.log"; tail -c 1500 "$OUT/gpu_harness_s26.log"; } ;;
+      newfam)
+        # issue 28's new families on a GPU before they enter the shipped dataset: N_TASKS (default 4) tasks of each of
+        # NEWFAM built into a dataset of their own (no GPU needed), then measured (MEASURE_MINUTES, default 7); the
+        # store and every candidate's verdict back in $OUT (newfam.jsonl.gz, newfam_verdicts.txt)
+        NEWFAM=${NEWFAM:-edit_distance_batch,knapsack_dp,newton_roots,pagerank_csr,kmeans_step,attention_rows,sorted_search,counting_sort,topk_rows}
+        rm -rf /tmp/newds; t0=$SECONDS
+        python -m cudaperf dataset build -d /tmp/newds --families "$NEWFAM" --n-tasks "${N_TASKS:-4}" \
+          > "$OUT/newfam_build.log" 2>&1 || { tail -c 2000 "$OUT/newfam_build.log"; exit 1; }
+        timeout $(( ${LIMIT:-570} - (SECONDS - t0) - 20 )) python -m cudaperf dataset measure -d /tmp/newds \
+          --store /tmp/newds/newfam.jsonl --run-id newfam-$stamp --max-minutes "${MEASURE_MINUTES:-7}" \
+          > "$OUT/newfam_measure.log" 2>&1
+        echo "rc=$?" >> "$OUT/newfam_measure.log"; tail -c 1500 "$OUT/newfam_measure.log"
+        python - /tmp/newds/newfam.jsonl > "$OUT/newfam_verdicts.txt" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    f = r.get("failure") or {}
+    print(r["candidate_id"], r["status"], "correct" if r["correct"] else f.get("kind"), r.get("speedup"),
+          (f.get("message") or "")[:160].replace("\n", " "))
+PY
+        tail -n 40 "$OUT/newfam_verdicts.txt"; gzip -c /tmp/newds/newfam.jsonl > "$OUT/newfam.jsonl.gz" ;;
       startup-seccomp)
         timeout "${LIMIT:-400}" python benchmarks/runner_startup.py --out "$OUT/startup" --repeats "${REPEATS:-2}" \
           > "$OUT/startup.log" 2>&1; echo "rc=$?" >> "$OUT/startup.log"; tail -c 3000 "$OUT/startup.log" ;;
