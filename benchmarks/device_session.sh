@@ -333,7 +333,7 @@ import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
     f = r.get("failure") or {}
-    print(r["candidate_id"], r["status"], "correct" if r["correct"] else f.get("kind"), r.get("speedup"),
+    print(r["task_id"] + "/" + r["candidate_id"], r["status"], "correct" if r["correct"] else f.get("kind"), r.get("speedup"),
           (f.get("message") or "")[:160].replace("\n", " "))
 PY
         tail -n 40 "$OUT/newfam_verdicts.txt"; gzip -c /tmp/newds/newfam.jsonl > "$OUT/newfam.jsonl.gz" ;;
