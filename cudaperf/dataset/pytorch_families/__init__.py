@@ -30,6 +30,13 @@ channel and column walks); a depthwise convolution with bias (naive, 2-D tiles w
 16x16 and 32x8, 2 and 4 outputs per thread, weights in constant memory, a channel walk); a cumulative sum along
 rows (a thread per row, Hillis-Steele at 256 and 1024 threads, Blelloch, warp shuffles, 4 elements per lane,
 three passes).
+
+``gelu_mlp``, ``group_norm``, ``scaled_dot_attention`` (``fused``): two linear layers with a GELU between them
+(naive GEMMs with a separate GELU kernel, naive 2-D GEMMs with the GELU in the epilogue, shared tiles of 16 and 32,
+4x4 register blocking, a warp per output with float4 loads, one fused kernel per four rows); a group norm over NCHW
+with seeded affine parameters (a thread, block or warp per group, statistics then normalise, a one-pass Welford
+merge, float4 loads, several blocks per group with atomics); attention, softmax(q k^T * s [causal]) v (three kernels
+naive and tiled, a block, warp or thread per query row, flash-attention style K/V tiles with 4 and 8 rows per block).
 """
 
 from __future__ import annotations
@@ -39,13 +46,16 @@ from typing import Callable
 from cudaperf.dataset.pytorch_families.blocks import col_reduce, layer_norm, linear_act
 from cudaperf.dataset.pytorch_families.common import ACTIVATIONS, GeneratedTorchTask, TorchVariant
 from cudaperf.dataset.pytorch_families.elementwise import elementwise_chain
+from cudaperf.dataset.pytorch_families.fused import gelu_mlp, group_norm, scaled_dot_attention
 from cudaperf.dataset.pytorch_families.rows import row_reduce, row_softmax
 from cudaperf.dataset.pytorch_families.spatial import depthwise_conv2d, pool2d, row_cumsum
 
 TORCH_FAMILIES: dict[str, Callable[[int], GeneratedTorchTask]] = {
     "elementwise_chain": elementwise_chain, "row_reduce": row_reduce, "row_softmax": row_softmax,
     "linear_act": linear_act, "layer_norm": layer_norm, "col_reduce": col_reduce,
-    "pool2d": pool2d, "depthwise_conv2d": depthwise_conv2d, "row_cumsum": row_cumsum}
+    "pool2d": pool2d, "depthwise_conv2d": depthwise_conv2d, "row_cumsum": row_cumsum,
+    "gelu_mlp": gelu_mlp, "group_norm": group_norm, "scaled_dot_attention": scaled_dot_attention}
 
 __all__ = ["ACTIVATIONS", "GeneratedTorchTask", "TORCH_FAMILIES", "TorchVariant", "col_reduce", "depthwise_conv2d",
-           "elementwise_chain", "layer_norm", "linear_act", "pool2d", "row_cumsum", "row_reduce", "row_softmax"]
+           "elementwise_chain", "gelu_mlp", "group_norm", "layer_norm", "linear_act", "pool2d", "row_cumsum",
+           "row_reduce", "row_softmax", "scaled_dot_attention"]

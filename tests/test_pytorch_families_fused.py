@@ -1,0 +1,146 @@
+"""The ``gelu_mlp``, ``group_norm`` and ``scaled_dot_attention`` PyTorch families: valid problems that are not
+degenerate, varied across indices, deterministic, with tolerances that a float64 evaluation respects, and variants
+that differ, pass the static checks and build with nvcc (their outputs are checked on the GPU)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from cudaperf.dataset.pytorch_families import TORCH_FAMILIES  # noqa: E402
+from cudaperf.dataset.pytorch_families.common import task_id  # noqa: E402
+from cudaperf.dataset.pytorch_families.fused import gelu_mlp, group_norm, scaled_dot_attention  # noqa: E402
+from cudaperf.harness.static_checks import strip_comments_and_strings  # noqa: E402
+from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
+from cudaperf.tasks.pytorch import degenerate_reasons  # noqa: E402
+
+FAMILIES = [gelu_mlp, group_norm, scaled_dot_attention]
+
+
+def _namespace(source: str) -> dict:
+    ns: dict = {"__name__": "problem"}
+    exec(compile(source, "<problem>", "exec"), ns)
+    return ns
+
+
+def test_the_families_are_registered():
+    for f in FAMILIES:
+        assert TORCH_FAMILIES[f.__name__] is f
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_problems_are_valid_varied_and_not_degenerate(family):
+    gens = [family(i) for i in range(6)]
+    assert len({g.task.source for g in gens}) == 6 and len({str(g.params) for g in gens}) == 6
+    for i, g in enumerate(gens):
+        assert g.task.id == task_id(family.__name__, i) and g.family == family.__name__ and g.index == i
+        names = {n.name for n in ast.parse(g.task.source).body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+        assert {"Model", "get_inputs", "get_init_inputs"} <= names
+        assert 6 <= len(g.variants) <= 8 and len({v.code for v in g.variants}) == len(g.variants)
+        assert len({v.name for v in g.variants}) == len(g.variants)
+    for g in gens[:3]:
+        assert degenerate_reasons(g.task) == [], (g.task.id, g.params)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fifty_problems_are_mostly_distinct(family):
+    gens = [family(i) for i in range(50)]
+    assert len({g.task.source for g in gens}) >= 0.75 * 50
+    shapes = {tuple(v for k, v in g.params.items() if k in ("batch", "in_features", "hidden", "out_features",
+                                                             "channels", "groups", "size", "heads", "lq", "lk", "d"))
+              for g in gens}
+    assert len(shapes) >= 0.75 * 50  # different problems, not only different constants
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_problems_are_deterministic_by_index(family):
+    a, b = family(2), family(2)
+    assert a.task.source == b.task.source and a.params == b.params and a.task.tolerance == b.task.tolerance
+    assert [(v.name, v.tags, v.code) for v in a.variants] == [(v.name, v.tags, v.code) for v in b.variants]
+
+
+@pytest.mark.parametrize("family,params", [(gelu_mlp, ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]),
+                                           (group_norm, ["gn.weight", "gn.bias"]), (scaled_dot_attention, [])])
+def test_parameters_arrive_in_the_order_the_kernels_read_them(family, params):
+    g = family(0)
+    ns = _namespace(g.task.source)
+    model = ns["Model"](*ns["get_init_inputs"]())
+    assert [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()] == params
+    if family is gelu_mlp:
+        shapes = [tuple(p.shape) for _, p in model.named_parameters()]
+        h, i, o = g.params["hidden"], g.params["in_features"], g.params["out_features"]
+        assert shapes == [(h, i), (h,), (o, h), (o,)]
+
+
+def test_group_norm_affine_parameters_are_drawn_deterministically():
+    ns = _namespace(group_norm(0).task.source)
+    torch.manual_seed(0)
+    m1 = ns["Model"](*ns["get_init_inputs"]())
+    torch.manual_seed(1)
+    m2 = ns["Model"](*ns["get_init_inputs"]())
+    assert torch.equal(m1.gn.weight, m2.gn.weight) and torch.equal(m1.gn.bias, m2.gn.bias)
+    assert not torch.equal(m1.gn.weight, torch.ones_like(m1.gn.weight))
+    assert float(m1.gn.bias.detach().abs().max()) > 0.1
+
+
+def test_group_norm_groups_stay_within_the_tolerance_analysis():
+    for i in range(50):
+        p = group_norm(i).params
+        assert p["channels"] % p["groups"] == 0
+        assert p["channels"] // p["groups"] * p["size"] ** 2 <= 65536 and abs(p["shift"]) <= 2 * p["spread"]
+
+
+def test_attention_problems_cover_masks_and_lengths():
+    gens = [scaled_dot_attention(i) for i in range(50)]
+    assert 10 <= sum(g.params["causal"] for g in gens) <= 40
+    assert all(g.params["lq"] == g.params["lk"] for g in gens if g.params["causal"])
+    assert any(g.params["lq"] != g.params["lk"] for g in gens)
+    assert {g.params["d"] for g in gens} == {32, 64, 96, 128}
+    assert any(g.params["lk"] % 32 for g in gens) and max(g.params["lk"] for g in gens) <= 1024
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_float64_reference_is_within_the_tolerance(family):
+    """The problem's own float32 output against a float64 evaluation: the tolerance leaves room for another
+    summation order (the variants') on top of the reference's."""
+    for index in (0, 1):
+        g = family(index)
+        ns = _namespace(g.task.source)
+        torch.manual_seed(1234)
+        model = ns["Model"](*ns["get_init_inputs"]()).eval()
+        torch.manual_seed(0)
+        inputs = ns["get_inputs"]()
+        with torch.no_grad():
+            y32 = model(*inputs)
+            y64 = model.double()(*[x.double() for x in inputs])
+        atol, rtol = g.task.tolerance.fp32
+        err = ((y32.double() - y64).abs() / (atol + rtol * y64.abs())).max()
+        assert float(err) < 0.2, (g.task.id, float(err))
+
+
+_LAUNCH = re.compile(r"(\w+(?:<[^<>;]*>)?)\s*<<<(.*?)>>>", re.S)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_variants_launch_differently(family):
+    g = family(0)
+    launches = []
+    for v in g.variants:
+        found = _LAUNCH.findall(strip_comments_and_strings(v.code))
+        assert found and all("stream" in cfg for _, cfg in found), v.name  # every launch on the given stream
+        launches.append(tuple((name, " ".join(cfg.split())) for name, cfg in found))
+    assert len(set(launches)) == len(launches), launches
+    assert len({frozenset(v.tags) for v in g.variants}) == len(g.variants)
+
+
+@pytest.mark.parametrize("family,index", [(f, i) for f in FAMILIES for i in (0, 1, 2)])
+def test_every_variant_passes_the_checks_and_builds(family, index):
+    for v in family(index).variants:
+        chk = check_fast_candidate(v.code)
+        assert chk.ok, (v.name, chk.reasons)
+        b = build_fast_candidate(v.code)
+        assert b.stage == "ok", (v.name, b.info.log[-2000:])
