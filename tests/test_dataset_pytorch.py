@@ -109,7 +109,10 @@ def test_shipped_dataset_has_the_pytorch_problems():
 
     ds = Dataset.load(default_dataset_dir())
     pt = [t for t in ds.tasks if t["family"].startswith("pt_")]
-    assert len(pt) >= 60 and {t["family"] for t in pt} == set(torch_family_names())
+    from cudaperf.dataset.pytorch_families import NOT_YET_SHIPPED
+
+    unshipped = {n for n, g in torch_family_names().items() if g in NOT_YET_SHIPPED}
+    assert len(pt) >= 60 and {t["family"] for t in pt} == set(torch_family_names()) - unshipped
     per_task: dict[str, int] = {}
     for c in ds.candidates:
         if c["family"].startswith("pt_"):

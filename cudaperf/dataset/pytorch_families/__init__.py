@@ -56,6 +56,10 @@ TORCH_FAMILIES: dict[str, Callable[[int], GeneratedTorchTask]] = {
     "pool2d": pool2d, "depthwise_conv2d": depthwise_conv2d, "row_cumsum": row_cumsum,
     "gelu_mlp": gelu_mlp, "group_norm": group_norm, "scaled_dot_attention": scaled_dot_attention}
 
-__all__ = ["ACTIVATIONS", "GeneratedTorchTask", "TORCH_FAMILIES", "TorchVariant", "col_reduce", "depthwise_conv2d",
-           "elementwise_chain", "gelu_mlp", "group_norm", "layer_norm", "linear_act", "pool2d", "row_cumsum",
+NOT_YET_SHIPPED = frozenset({"gelu_mlp", "group_norm", "scaled_dot_attention"})
+"""Families generated and checked on the CPU whose variants have not run on a GPU yet, so the shipped dataset does not
+hold them (docs/DATASET.md: a family enters it after a GPU check); remove a name once its problems are shipped."""
+
+__all__ = ["ACTIVATIONS", "GeneratedTorchTask", "NOT_YET_SHIPPED", "TORCH_FAMILIES", "TorchVariant", "col_reduce",
+           "depthwise_conv2d", "elementwise_chain", "gelu_mlp", "group_norm", "layer_norm", "linear_act", "pool2d", "row_cumsum",
            "row_reduce", "row_softmax", "scaled_dot_attention"]

@@ -168,10 +168,10 @@ __global__ void gemm_tiled(const float* __restrict__ A, const float* __restrict_
 
 def _tiled_launch(t: int) -> str:
     return _MLP_SCRATCH.format(body=f"""    const dim3 block({t}, {t});
-    gemm_tiled<{t}, true><<<dim3((unsigned)((H + {t - 1}) / {t}), (unsigned)((M + {t - 1}) / {t})), block, 0, stream>>>(
-        x, w1, b1, h, M, H, K);
-    gemm_tiled<{t}, false><<<dim3((unsigned)((N + {t - 1}) / {t}), (unsigned)((M + {t - 1}) / {t})), block, 0, stream>>>(
-        h, w2, b2, y, M, N, H);""")
+    const dim3 grid1((unsigned)((H + {t - 1}) / {t}), (unsigned)((M + {t - 1}) / {t}));
+    const dim3 grid2((unsigned)((N + {t - 1}) / {t}), (unsigned)((M + {t - 1}) / {t}));
+    gemm_tiled<{t}, true><<<grid1, block, 0, stream>>>(x, w1, b1, h, M, H, K);
+    gemm_tiled<{t}, false><<<grid2, block, 0, stream>>>(h, w2, b2, y, M, N, H);""")
 
 
 _MLP_REGBLOCK = """
@@ -227,10 +227,11 @@ __global__ void __launch_bounds__(256) gemm_reg4(const float* __restrict__ A, co
     }
 }
 """
-_MLP_REGBLOCK_LAUNCH = _MLP_SCRATCH.format(body="""    gemm_reg4<true><<<dim3((unsigned)((H + 63) / 64), (unsigned)((M + 63) / 64)), 256, 0, stream>>>(
-        x, w1, b1, h, M, H, K);
-    gemm_reg4<false><<<dim3((unsigned)((N + 63) / 64), (unsigned)((M + 63) / 64)), 256, 0, stream>>>(
-        h, w2, b2, y, M, N, H);""")
+_MLP_REGBLOCK_LAUNCH = _MLP_SCRATCH.format(body="""\
+    const dim3 grid1((unsigned)((H + 63) / 64), (unsigned)((M + 63) / 64));
+    const dim3 grid2((unsigned)((N + 63) / 64), (unsigned)((M + 63) / 64));
+    gemm_reg4<true><<<grid1, 256, 0, stream>>>(x, w1, b1, h, M, H, K);
+    gemm_reg4<false><<<grid2, 256, 0, stream>>>(h, w2, b2, y, M, N, H);""")
 _MLP_WARP = """
 /* one warp per output: the lanes stride over the dot product (float4 when rows and pointers allow), then shuffles */
 template <bool ACT>
@@ -264,7 +265,8 @@ __global__ void gemm_warp(const float* __restrict__ A, const float* __restrict__
     }
 }
 """
-_MLP_WARP_LAUNCH = _MLP_SCRATCH.format(body="""    const long long wh = (long long)M * H, wy = (long long)M * N;  /* warps, 8 per block */
+_MLP_WARP_LAUNCH = _MLP_SCRATCH.format(body="""\
+    const long long wh = (long long)M * H, wy = (long long)M * N;  /* warps, 8 a block */
     gemm_warp<true><<<(unsigned)((wh + 7) / 8), 256, 0, stream>>>(x, w1, b1, h, M, H, K);
     gemm_warp<false><<<(unsigned)((wy + 7) / 8), 256, 0, stream>>>(h, w2, b2, y, M, N, H);""")
 _MLP_FUSED = """
@@ -706,7 +708,10 @@ __global__ void gn_finish(const float* __restrict__ x, const float* __restrict__
 """
 _GN_ATOMIC_LAUNCH = """    float* acc = 0;
     if (cudaMallocAsync((void**)&acc, (size_t)groups * 2 * sizeof(float), stream) != cudaSuccess) return 3;
-    if (cudaMemsetAsync(acc, 0, (size_t)groups * 2 * sizeof(float), stream) != cudaSuccess) return 3;
+    if (cudaMemsetAsync(acc, 0, (size_t)groups * 2 * sizeof(float), stream) != cudaSuccess) {
+        cudaFreeAsync(acc, stream);
+        return 3;
+    }
     const long long n = in[0].numel;
     gn_partial<<<dim3((unsigned)((glen + CHUNK - 1) / CHUNK), (unsigned)groups), 256, 0, stream>>>(x, acc, glen);
     gn_finish<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(x, acc, w, bt, y, n, C, glen, hw, eps);
@@ -932,8 +937,10 @@ __device__ float block_reduce128(float v, float* red, bool is_max) {
     red[threadIdx.x] = v;
     __syncthreads();
     for (int s = 64; s > 0; s >>= 1) {
-        if (threadIdx.x < s)
-            red[threadIdx.x] = is_max ? fmaxf(red[threadIdx.x], red[threadIdx.x + s]) : red[threadIdx.x] + red[threadIdx.x + s];
+        if (threadIdx.x < s) {
+            const float a = red[threadIdx.x], b = red[threadIdx.x + s];
+            red[threadIdx.x] = is_max ? fmaxf(a, b) : a + b;
+        }
         __syncthreads();
     }
     const float r = red[0];
