@@ -438,7 +438,7 @@ def generate(index: int, rng: np.random.Generator) -> GeneratedTask:
     p = {"D": D, "KB": KB, "SHIFT": SHIFT, "FLIP": FLIP, "P": P, "vt": vt, "dist": dist}
     vsize = {None: 0, "int": 4, "float": 4, "double": 8, "unsigned short": 2, "long long": 8}[vt]
     ns_per_pass = 2.2 + 0.25 * vsize
-    n_time = int(min(12_000_000, 32e6 / (P * ns_per_pass))) + int(rng.integers(0, 5000))
+    n_time = int(min(12_000_000, 26e6 / (P * ns_per_pass))) + int(rng.integers(0, 5000))
     args = [{"name": "n", "role": "scalar", "ctype": "int"},
             {"name": "keys", "role": "in", "ctype": "unsigned int", "length": "n", "dist": kd}]
     if vt:
