@@ -320,7 +320,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
         # issue 28's new families on a GPU before they enter the shipped dataset: N_TASKS (default 4) tasks of each of
         # NEWFAM built into a dataset of their own (no GPU needed), then measured (MEASURE_MINUTES, default 7); the
         # store and every candidate's verdict back in $OUT (newfam.jsonl.gz, newfam_verdicts.txt)
-        NEWFAM=${NEWFAM:-edit_distance_batch,knapsack_dp,newton_roots,pagerank_csr,kmeans_step,attention_rows,sorted_search,counting_sort,topk_rows,pt_gelu_mlp,pt_group_norm,pt_scaled_dot_attention}
+        NEWFAM=${NEWFAM:-edit_distance_batch,knapsack_dp,newton_roots,pagerank_csr,kmeans_step,attention_rows,sorted_search,counting_sort,topk_rows,radix_sort_lsd,life_automaton,integral_image,pt_gelu_mlp,pt_group_norm,pt_scaled_dot_attention}
         rm -rf /tmp/newds; t0=$SECONDS
         python -m cudaperf dataset build -d /tmp/newds --families "$NEWFAM" --n-tasks "${N_TASKS:-4}" \
           > "$OUT/newfam_build.log" 2>&1 || { tail -c 2000 "$OUT/newfam_build.log"; exit 1; }
