@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from cudaperf.dataset.pytorch_families.common import (
     ACTIVATIONS,
+    BLOCK_SUM,
     GeneratedTorchTask,
     TorchVariant,
     check_tags,
@@ -281,20 +282,7 @@ __global__ void ln_thread_row(const float* __restrict__ x, const float* __restri
     for (long long c = 0; c < cols; ++c) yr[c] = (xr[c] - mean) * rstd * g[c] + bt[c];
 }
 """
-_LN_BLOCK = """
-template <int B>
-__device__ float block_sum(float v, float* sh) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = B / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    const float r = sh[0];
-    __syncthreads();  /* sh is written again by the next reduction */
-    return r;
-}
-
+_LN_BLOCK = BLOCK_SUM + """
 template <int B>
 __global__ void ln_block_row(const float* __restrict__ x, const float* __restrict__ g, const float* __restrict__ bt,
                              float* __restrict__ y, long long cols, float eps) {

@@ -39,6 +39,23 @@ class GeneratedTorchTask:
     variants: tuple[TorchVariant, ...]
 
 
+BLOCK_SUM = """
+template <int B>
+__device__ float block_sum(float v, float* sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = B / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    const float r = sh[0];
+    __syncthreads();  /* sh is written again by the next reduction */
+    return r;
+}
+"""
+"""A block-wide sum of one float per thread (B threads) through a shared-memory tree: CUDA text that variants with
+a block per row or group start with."""
+
 def rng_for(family: str, index: int) -> np.random.Generator:
     seed = int.from_bytes(hashlib.sha256(f"torch-family:{family}:{index}".encode()).digest()[:8], "big")
     return np.random.default_rng(seed)

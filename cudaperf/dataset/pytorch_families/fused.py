@@ -38,7 +38,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from cudaperf.dataset.pytorch_families.common import (GeneratedTorchTask, TorchVariant, check_tags, problem_source,
+from cudaperf.dataset.pytorch_families.common import (BLOCK_SUM, GeneratedTorchTask, TorchVariant, check_tags, problem_source,
                                                       rng_for, task_id)
 from cudaperf.tasks.pytorch import DtypeTolerance, PyTorchTask
 
@@ -439,20 +439,7 @@ __global__ void gn_thread(const float* __restrict__ x, const float* __restrict__
     }
 }
 """
-_GN_BLOCK = """
-template <int B>
-__device__ float block_sum(float v, float* sh) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = B / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    const float r = sh[0];
-    __syncthreads();  /* sh is written again by the next reduction */
-    return r;
-}
-
+_GN_BLOCK = BLOCK_SUM + """
 /* one block per (sample, group): a shared-memory tree for the sum, again for the centred squares, then normalise */
 template <int B>
 __global__ void gn_block(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bt,
