@@ -38,8 +38,8 @@ from __future__ import annotations
 import itertools
 import math
 
-from cudaperf.dataset.pytorch_families.common import (BLOCK_SUM, GeneratedTorchTask, TorchVariant, check_tags, problem_source,
-                                                      rng_for, task_id)
+from cudaperf.dataset.pytorch_families.common import (BLOCK_SUM, GeneratedTorchTask, TorchVariant, check_tags,
+                                                      problem_source, rng_for, task_id)
 from cudaperf.tasks.pytorch import DtypeTolerance, PyTorchTask
 
 
