@@ -141,6 +141,9 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
     :class:`~cudaperf.harness.turns.TurnLock`). A task's candidates still all end before the next task's baseline is
     timed.
 
+    ``max_seconds``: no candidate starts after this long (counted from the call), within a begun task too; what did
+    not start stays out of the store (``not_started``), so a rerun goes on there.
+
     ``builds``: the candidates' builds, started ahead by the caller (:class:`PyTorchBuilds`, for example while a
     batch's C tasks run); by default they start here. Either way this call closes them."""
     import torch
@@ -192,8 +195,19 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
             if progress:
                 progress("pytorch-run", n_done[0], len(todo))
 
+    n_late = [0]  # candidates of a begun task not started because max_seconds ran out (left for a rerun)
+
+    def out_of_time() -> bool:
+        return max_seconds is not None and time.monotonic() - t0 > max_seconds
+
+    def run_one(task, job, **kwargs) -> EvaluationResult | None:
+        """A candidate's run, or None where ``max_seconds`` ran out before its turn came."""
+        if out_of_time():
+            return None
+        return evaluate_pytorch(task, job.completion, settings, candidate_id=job.candidate_id, **kwargs)
+
     def next_task() -> str | None:
-        if max_seconds is not None and time.monotonic() - t0 > max_seconds:
+        if out_of_time():
             return None
         try:
             return work.get_nowait()
@@ -210,6 +224,14 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
         with HOST.background():
             prep.inputs_fd()
         return prep, time.monotonic() - ts
+
+    def finish(tid: str, ts: float, left: list[int], *, late: int, n: int = 1) -> None:
+        """``n`` of ``tid``'s candidates are over (``late`` of them never started); the task's time once all are."""
+        with lock:
+            n_late[0] += late
+            left[0] -= n
+            if left[0] == 0:
+                per_task[tid] = time.monotonic() - ts
 
     def worker(gpu: int) -> None:
         """Tasks one after another on ``gpu``, overlapped: the next task's preparation runs while this one's
@@ -274,18 +296,22 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
                             errors.append(f.exception())
                             return
                         res = f.result()
-                        record(replace(res, durations_s={**res.durations_s, **task_s}))
-                        with lock:
-                            left[0] -= 1
-                            if left[0] == 0:
-                                per_task[tid] = time.monotonic() - ts
+                        if res is not None:
+                            record(replace(res, durations_s={**res.durations_s, **task_s}))
+                        finish(tid, ts, left, late=int(res is None))
 
+                    submitted = 0
                     for j in itertools.chain([first], ready):
-                        f = runs.submit(evaluate_pytorch, task, j.completion, settings, candidate_id=j.candidate_id,
-                                        prepared=prep, gpu_index=gpu, baseline=eager, compiled_baseline=compiled,
-                                        gpu_lock=gpu_lock if parallel > 1 else None, load_lock=load_lock)
+                        if out_of_time():  # the rest of the task is left for a rerun, built or not
+                            break
+                        f = runs.submit(run_one, task, j, prepared=prep, gpu_index=gpu, baseline=eager,
+                                        compiled_baseline=compiled, gpu_lock=gpu_lock if parallel > 1 else None,
+                                        load_lock=load_lock)
+                        submitted += 1
                         f.add_done_callback(done)
                         in_flight.append(f)
+                    if submitted < len(task_jobs):
+                        finish(tid, ts, left, late=len(task_jobs) - submitted, n=len(task_jobs) - submitted)
                     if parallel <= 1 or defer:  # untrusted candidates: nothing of the next task overlaps them
                         for f in in_flight:
                             f.result()
@@ -310,7 +336,7 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
     builds.close()
     if errors:
         raise errors[0]
-    left = sum(len(by_task[t]) for t in order if t not in per_task)
+    left = sum(len(by_task[t]) for t in order if t not in per_task) + n_late[0]
     return PyTorchBatchSummary(n_tasks=len(order), n_jobs=len(jobs), n_done=n_done[0],
                                n_skipped=len(jobs) - len(todo), not_started=left,
                                gpu_s=gpu_busy[0], wall_s=time.monotonic() - t0, per_task_s=per_task,
