@@ -120,10 +120,12 @@ def judge(results: list, entry_of: dict, *, gpu: bool) -> dict:
     """The batch's figures from its results (the latest record of each job). A result is judged as a GPU's where it
     was made on one (its environment names a GPU), so that stores written on the GPU machine can be summed up
     anywhere."""
+    from cudaperf.harness.records import NO_GPU
+
     verdicts = Counter()
     faults, hostile_wrong, honest_wrong = [], [], []
     for r in results:
-        on_gpu = gpu or (r.environment is not None and r.environment.gpu not in ("", "none visible"))
+        on_gpu = gpu or (r.environment is not None and r.environment.gpu not in ("", NO_GPU))
         v = "correct" if r.correct else (f"unscored: {r.failure.kind.value}" if r.status == "unscored" else
                                          (r.failure.kind.value if r.failure else "failed"))
         verdicts[v] += 1

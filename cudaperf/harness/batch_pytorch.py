@@ -68,7 +68,6 @@ class PyTorchBuilds:
         from cudaperf.harness.extract import extract_code
 
         self.settings, self.progress = settings, progress
-        self.keys = {(j.task_id, j.candidate_id) for j in jobs}
         self._n, self._built = len(jobs), 0
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) // 2),
@@ -81,7 +80,7 @@ class PyTorchBuilds:
             (j.task_id, j.candidate_id): self._pool.submit(self._build, j.completion) for j in jobs}
 
     def covers(self, jobs: Sequence[Any]) -> bool:
-        return all((j.task_id, j.candidate_id) in self.keys for j in jobs)
+        return all((j.task_id, j.candidate_id) in self._futures for j in jobs)
 
     def _build(self, completion: str):
         from cudaperf.harness.compile import ToolchainError, compile_priority

@@ -17,12 +17,16 @@ from cudaperf.harness.settings import HarnessSettings
 from cudaperf.tasks.schema import CFunctionTask, Task
 
 
+NO_GPU = "none visible"
+"""``Environment.gpu`` of a result made where no GPU was visible."""
+
+
 def environment(settings: HarnessSettings, gpu_index: int | None = None) -> Environment:
     inv = gpu_inventory()
     gpu = next((g for g in inv if gpu_index is None or g[0] == gpu_index), None)
     nv, gc = describe_toolchain()
     return Environment(
-        gpu=gpu[1] if gpu else "none visible",
+        gpu=gpu[1] if gpu else NO_GPU,
         driver=gpu[2] if gpu else "none",
         cuda=nv,
         gcc=gc,
