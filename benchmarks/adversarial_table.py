@@ -125,11 +125,15 @@ def observed(result) -> dict:
             "stage": result.stage.value}
 
 
-def matches(expected: dict | list[dict], result, reason: str | None = None) -> bool:
-    """The result is one of the ``expected`` outcomes (and, given ``reason``, its failure message says so)."""
+def matches(expected: dict | list[dict], result, reason: str | None = None, max_speedup: float | None = None) -> bool:
+    """The result is one of the ``expected`` outcomes (and, given ``reason``, its failure message says so; given
+    ``max_speedup``, the entry's cap, a speedup credited above it is no match: a forged timer or a kept cache is
+    credited at its honest speed or not at all)."""
     got = observed(result)
     options = expected if isinstance(expected, list) else [expected]
     if reason is not None and (result.failure is None or reason not in result.failure.message):
+        return False
+    if max_speedup is not None and result.speedup is not None and result.speedup > max_speedup:
         return False
     return any(all(got[k] == o[k] for k in ("status", "failure", "stage")) for o in options)
 
@@ -224,7 +228,7 @@ def row(entry: dict, result, *, expected: dict | None = None, mode: str = "") ->
             "observed": {**observed(result), "reason": fail.message[:300] if fail else None,
                          "correct": result.correct, "speedup": result.speedup,
                          "window_cpu_cores": getattr(result.gpu_evidence, "window_cpu_cores", None)},
-            "match": matches(expected or outcomes(entry), result, reason_for(entry))}
+            "match": matches(expected or outcomes(entry), result, reason_for(entry), entry.get("max_speedup"))}
 
 
 def _verdict(v: dict) -> str:

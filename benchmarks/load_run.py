@@ -131,9 +131,11 @@ def judge(results: list, entry_of: dict, *, gpu: bool) -> dict:
         verdicts[v] += 1
         e = entry_of.get(r.candidate_id)
         if e is not None:
-            ok = suite.matches(suite.outcomes(e) if on_gpu else suite.cpu_expectation(e), r, suite.reason_for(e))
+            ok = suite.matches(suite.outcomes(e) if on_gpu else suite.cpu_expectation(e), r, suite.reason_for(e),
+                              e.get("max_speedup"))
             if not ok:
                 hostile_wrong.append({"candidate": r.candidate_id, "observed": suite.observed(r), "on_gpu": on_gpu,
+                                      "speedup": r.speedup,
                                       "reason": r.failure.message[:200] if r.failure else None})
             continue
         if r.status == "unscored":

@@ -74,3 +74,21 @@ def test_honest_rows_reuse_the_pool_as_distinct_sources():
     assert rows[:len(pool)] == pool  # each variant once first, unchanged
     assert rows[len(pool)][1] == pool[0][1] + "#1" and rows[len(pool)][2].endswith("</OUTPUT_CUDA>\n")
     assert load_run.honest_rows(pool, 2) == pool[:2]
+
+
+def test_a_hostile_speedup_above_its_entrys_cap_is_unexpected():
+    """The judge holds credited hostile results to their manifest cap, not only to the verdict: the H200's record of
+    saxpy_pinned_left_probe.cu (load run, session 27: correct, 1.33x) is expected under the entry's cap and counts
+    as unexpected under a lower one."""
+    from cudaperf.harness.result import EvaluationResult
+
+    record = json.loads((Path(__file__).parent / "fixtures" / "trust" / "h200_pinned_left_probe_result.json")
+                        .read_text())
+    r = EvaluationResult.from_dict(record)
+    assert r.correct and r.speedup is not None and r.speedup > 1.0
+    entry = next(e for e in load_run.suite.load_manifest() if e["file"].endswith("saxpy_pinned_left_probe.cu"))
+    assert r.speedup <= entry["max_speedup"]
+    assert load_run.judge([r], {r.candidate_id: entry}, gpu=False)["hostile_unexpected"] == 0
+    capped = {**entry, "max_speedup": r.speedup * 0.99}
+    fig = load_run.judge([r], {r.candidate_id: capped}, gpu=False)
+    assert fig["hostile_unexpected"] == 1 and fig["hostile_unexpected_list"][0]["speedup"] == r.speedup
