@@ -116,24 +116,60 @@ def hostile_copies(copies: int, kinds: set[str] | None = None) -> tuple[dict, li
     return tasks, rows, entry_of, left_out
 
 
+def made_on_gpu(result) -> bool:
+    """The result was made on a GPU machine (its environment names a GPU)."""
+    from cudaperf.harness.records import NO_GPU
+
+    return result.environment is not None and result.environment.gpu not in ("", NO_GPU)
+
+
+def as_expected(entry: dict, result, *, on_gpu: bool) -> bool:
+    """The hostile result is one the manifest accepts: on a GPU its outcomes and speed cap, elsewhere the verdict the
+    CPU can reach."""
+    return suite.matches(suite.outcomes(entry) if on_gpu else suite.cpu_expectation(entry), result,
+                         suite.reason_for(entry), entry.get("max_speedup"))
+
+
+def verdict_of(result) -> str:
+    return "correct" if result.correct else (f"unscored: {result.failure.kind.value}" if result.status == "unscored"
+                                             else (result.failure.kind.value if result.failure else "failed"))
+
+
+def hostile_table(results: list, entry_of: dict, *, gpu: bool) -> str:
+    """The suite's entries as the load ran them, one markdown row per entry: its copies' verdicts (the failure, or
+    "timed" with the speedup), the stage, whether each matches the manifest, and the first copy's reason."""
+    by_file: dict[str, list] = {}
+    for r in results:
+        e = entry_of.get(r.candidate_id)
+        if e is not None:
+            by_file.setdefault(e["file"], []).append(r)
+    entries = {e["file"]: e for e in entry_of.values()}
+    lines = ["| candidate | kind | hack class | verdict (each copy) | stage | as the manifest says | reason |",
+             "|---|---|---|---|---|---|---|"]
+    for f in sorted(by_file):
+        e, rs = entries[f], sorted(by_file[f], key=lambda r: r.candidate_id)
+        verdicts = ", ".join(f"timed {r.speedup:.2f}x" if r.correct and r.speedup is not None else verdict_of(r)
+                             for r in rs)
+        ok = [as_expected(e, r, on_gpu=gpu or made_on_gpu(r)) for r in rs]
+        reason = next((r.failure.message for r in rs if r.failure), "")
+        reason = " ".join(reason.split())[:160].replace("|", "\\|")
+        lines.append(f"| `{f}` | {e['task_kind']} | {e['hack_class']} | {verdicts} | "
+                     f"{', '.join(sorted({r.stage.value for r in rs}))} | {'yes' if all(ok) else 'NO'} | {reason} |")
+    return "\n".join(lines) + "\n"
+
+
 def judge(results: list, entry_of: dict, *, gpu: bool) -> dict:
     """The batch's figures from its results (the latest record of each job). A result is judged as a GPU's where it
     was made on one (its environment names a GPU), so that stores written on the GPU machine can be summed up
     anywhere."""
-    from cudaperf.harness.records import NO_GPU
-
     verdicts = Counter()
     faults, hostile_wrong, honest_wrong = [], [], []
     for r in results:
-        on_gpu = gpu or (r.environment is not None and r.environment.gpu not in ("", NO_GPU))
-        v = "correct" if r.correct else (f"unscored: {r.failure.kind.value}" if r.status == "unscored" else
-                                         (r.failure.kind.value if r.failure else "failed"))
-        verdicts[v] += 1
+        on_gpu = gpu or made_on_gpu(r)
+        verdicts[verdict_of(r)] += 1
         e = entry_of.get(r.candidate_id)
         if e is not None:
-            ok = suite.matches(suite.outcomes(e) if on_gpu else suite.cpu_expectation(e), r, suite.reason_for(e),
-                              e.get("max_speedup"))
-            if not ok:
+            if not as_expected(e, r, on_gpu=on_gpu):
                 hostile_wrong.append({"candidate": r.candidate_id, "observed": suite.observed(r), "on_gpu": on_gpu,
                                       "speedup": r.speedup,
                                       "reason": r.failure.message[:200] if r.failure else None})
@@ -244,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="HarnessSettings.overlap_judging: the next candidate starts while the previous one is judged")
     ap.add_argument("--max-minutes", type=float, default=None,
                     help="no new candidate starts after this long (both batches together); rerun to go on")
+    ap.add_argument("--table", type=Path, default=None,
+                    help="also write the load's hostile entries as a markdown table here (verdict, stage, reason)")
     ap.add_argument("--batches", default="clean,load",
                     help="which batches to run, in order (default clean,load; clean_again: the clean batch's "
                          "candidates again as new sources, in their own store, to compare rates in one mode)")
@@ -332,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
             fig["wall_s"] = round(p["wall_s"], 1)
             fig["scored_per_min"] = round(p["new_scored"] / p["wall_s"] * 60, 1)
         summary["batches"][name] = fig
+        if name == "load" and args.table is not None:
+            args.table.write_text(hostile_table(results, entry_of, gpu=gpu))
     b = summary["batches"]
     if b.get("clean", {}).get("scored_per_min") and b.get("load", {}).get("scored_per_min"):
         summary["load_over_clean_rate"] = round(b["load"]["scored_per_min"] / b["clean"]["scored_per_min"], 3)

@@ -92,3 +92,17 @@ def test_a_hostile_speedup_above_its_entrys_cap_is_unexpected():
     capped = {**entry, "max_speedup": r.speedup * 0.99}
     fig = load_run.judge([r], {r.candidate_id: capped}, gpu=False)
     assert fig["hostile_unexpected"] == 1 and fig["hostile_unexpected_list"][0]["speedup"] == r.speedup
+
+
+def test_the_hostile_table_has_a_row_per_entry_with_its_verdict_and_match():
+    from cudaperf.harness.result import EvaluationResult
+
+    record = json.loads((Path(__file__).parent / "fixtures" / "trust" / "h200_pinned_left_probe_result.json")
+                        .read_text())
+    r = EvaluationResult.from_dict(record)
+    entry = next(e for e in load_run.suite.load_manifest() if e["file"].endswith("saxpy_pinned_left_probe.cu"))
+    rows = load_run.hostile_table([r], {r.candidate_id: entry}, gpu=False).splitlines()
+    assert len(rows) == 3 and rows[2].startswith(f"| `{entry['file']}` | c_function |")
+    assert f"timed {r.speedup:.2f}x" in rows[2] and "| timed | yes |" in rows[2]
+    low = load_run.hostile_table([r], {r.candidate_id: {**entry, "max_speedup": 1.0}}, gpu=False).splitlines()
+    assert "| timed | NO |" in low[2]
