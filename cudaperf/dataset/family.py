@@ -59,6 +59,7 @@ STRATEGY_TAGS: dict[str, str] = {
     "double_buffered": "ping-pong buffers between steps",
     "sorting_network": "a data-independent compare-exchange network",
     "two_level": "per-block partial results combined in a second stage",
+    "bit_packed": "several items packed per machine word and processed with bitwise word operations",
 }
 
 _ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
