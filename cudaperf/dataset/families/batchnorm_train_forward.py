@@ -392,7 +392,7 @@ def generate(index: int, rng: np.random.Generator) -> GeneratedTask:
     mom = MOMS[int(rng.integers(len(MOMS)))]
     c_t, hw_t = SHAPES[(index * 7 + index // 12) % len(SHAPES)]
     c_t += 0 if index < 12 else int(rng.integers(0, 5))
-    total = (5_000_000 if t == "float" else 3_500_000) + int(rng.integers(0, 400_000))
+    total = (8_000_000 if t == "float" else 6_000_000) + int(rng.integers(0, 500_000))
     n_t = max(2, total // (c_t * hw_t))
     fn = "batchnorm_train_" + ("nchw_" if nchw else "nhwc_") + t
     s = Spec(t, nchw, eps, running, mom, fn)

@@ -380,7 +380,7 @@ def generate(index: int, rng: np.random.Generator) -> GeneratedTask:
     fn = f"conv{k}x{k}_" + ("relu" if act == "relu" else "leaky") + f"_pool{p}_{t}"
     s = Spec(t, cin, cout, k, p, act, slope, fn)
     macs = cout * cin * k * k
-    budget = (2.5e7 if t == "float" else 2.0e7) * (0.8 + 0.4 * float(rng.random()))
+    budget = (6.0e7 if t == "float" else 5.0e7) * (0.8 + 0.4 * float(rng.random()))
     pixels = min(6_000_000, int(budget / (macs + 6)))
     aspect = [1.0, 2.0, 0.5, 1.0, 1.5][int(rng.integers(5))]
     h_t = max(k + p, int(np.sqrt(pixels / aspect)) + int(rng.integers(0, 8)))

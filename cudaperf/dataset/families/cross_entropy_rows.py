@@ -355,7 +355,7 @@ def generate(index: int, rng: np.random.Generator) -> GeneratedTask:
     ignore = index % 3 == 1
     scale = [1.0, 1.0, 0.5, 2.0, 0.25][(index + int(rng.integers(2))) % 5]
     c_time = CLASSES[(index * 5 + index // 12) % len(CLASSES)] + (0 if index < 12 else int(rng.integers(0, 9)))
-    total = (2_000_000 if t == "float" else 1_400_000) + int(rng.integers(0, 200_000))
+    total = (6_000_000 if t == "float" else 4_000_000) + int(rng.integers(0, 500_000))
     m_time = max(64, total // c_time)
     a = [2.0, 4.0, 8.0, 12.0][int(rng.integers(4))]
     fn = "cross_entropy_" + ("mean_" if mean else "") + t
