@@ -60,6 +60,7 @@ STRATEGY_TAGS: dict[str, str] = {
     "sorting_network": "a data-independent compare-exchange network",
     "two_level": "per-block partial results combined in a second stage",
     "bit_packed": "several items packed per machine word and processed with bitwise word operations",
+    "mixed_precision": "low-precision storage (bf16, int8) read on the device, arithmetic in higher precision",
 }
 
 _ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
