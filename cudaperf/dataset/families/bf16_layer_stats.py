@@ -174,19 +174,21 @@ def _block_shared_row(s: Spec) -> str:
             "    for (int h = 128; h > 0; h >>= 1) {\n"
             "        if (tid < h) red[tid] += red[tid + h];\n        __syncthreads();\n    }\n"
             "    float t = red[0];\n    __syncthreads();  // red is reused\n    return t;\n}\n\n"
-            "/* a block per row: the row decoded once into shared memory (cols floats), both passes read it there */\n"
-            "__global__ void stats_block(" + s.kp + ") {\n"
+            + ("/* a block per row: the row decoded once into shared memory (cols floats), both passes read it "
+               "there */\n" if s.two_pass else "/* a block per row, a tree in shared memory */\n")
+            + "__global__ void stats_block(" + s.kp + ") {\n"
             "    extern __shared__ float sm[];\n"
-            "    float* red = sm;\n    float* row = sm + 256;\n"
-            "    int r = blockIdx.x, tid = threadIdx.x, n = cols;\n"
+            "    float* red = sm;\n"
+            + ("    float* row = sm + 256;\n" if s.two_pass else "")
+            + "    int r = blockIdx.x, tid = threadIdx.x, n = cols;\n"
             "    const unsigned short* xr = X + (size_t)r * cols;\n"
             "    float a = 0.0f;\n"
-            "    for (int c = tid; c < n; c += 256) { float x = bf16_to_float(xr[c]); row[c] = x; "
-            f"a += {s.p1}; }}\n"
-            "    float tot = block_sum(a, red);  // its barriers also publish row[]\n" + p2
+            "    for (int c = tid; c < n; c += 256) { float x = bf16_to_float(xr[c]); "
+            + ("row[c] = x; " if s.two_pass else "") + f"a += {s.p1}; }}\n"
+            "    float tot = block_sum(a, red);\n" + p2
             + f"    if (tid == 0) write_out(r, n, tot, p2, {', '.join(s.outs)});\n}}\n\n"
             + s.setup()
-            + "    size_t smb = (size_t)(256 + cols) * sizeof(float);\n"
+            + f"    size_t smb = (size_t)(256{' + cols' if s.two_pass else ''}) * sizeof(float);\n"
             "    if (smb > 48 * 1024) cudaFuncSetAttribute(stats_block, cudaFuncAttributeMaxDynamicSharedMemorySize,"
             " (int)smb);\n"
             f"    stats_block<<<rows, 256, smb>>>({s.ka});\n" + s.tail())
@@ -392,8 +394,9 @@ def generate(index: int, rng: np.random.Generator) -> GeneratedTask:
                 _warp_two_pass(s)),
         Variant("warp_uint4_loads", ("block_per_row", "warp_shuffle", "vectorized", "readonly_cache", "unrolled",
                                      "mixed_precision", "block_256", "pageable"), _warp_uint4(s)),
-        Variant("block_row_in_shared", ("block_per_row", "shared_tiling", "tree_reduction", "mixed_precision",
-                                        "block_256", "pageable"), _block_shared_row(s)),
+        Variant("block_row_in_shared" if s.two_pass else "block_tree",
+                ("block_per_row", "tree_reduction", "mixed_precision", "block_256", "pageable")
+                + (("shared_tiling",) if s.two_pass else ()), _block_shared_row(s)),
         Variant("warp_double_one_pass", ("block_per_row", "warp_shuffle", "fused", "mixed_precision", "block_256",
                                          "pageable"), _warp_double(s)),
         Variant("grid2d_atomics", ("atomics", "multi_pass", "two_level", "tree_reduction", "mixed_precision",
