@@ -258,7 +258,7 @@ def _rms_variants(eps: float) -> list[TorchVariant]:
             for name, tags, kernel, launch in specs]
 
 
-_RMS_COLS = [256, 384, 512, 768, 1000, 1024, 1536, 2048, 3000, 4096]
+_RMS_COLS = [256, 384, 510, 512, 768, 1022, 1024, 1536, 2048, 3070, 4096]  # 510, 1022, 3070: not float4 rows
 _RMS_SHAPES = {
     "2d": [(r, 0, c) for r, c in itertools.product([1024, 2048, 4096, 8192, 16384], _RMS_COLS)
            if 2**20 <= r * c <= 2**24],
@@ -499,7 +499,8 @@ def _l2_variants(eps: float, scale: float) -> list[TorchVariant]:
 
 
 _L2_SHAPES = [(r, c) for r, c in itertools.product([256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536],
-                                                   [64, 100, 128, 256, 300, 512, 768, 1024, 2048, 4096, 8192, 16384])
+                                                   [64, 99, 128, 256, 301, 512, 768, 1001, 1024, 2048, 4096, 8192,
+                                                    16384])
               if 2**20 <= r * c <= 2**24]
 
 
