@@ -564,8 +564,9 @@ extern "C" int kernel_forward(const TensorArg* in, int n_in, TensorArg* out, int
     return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }}
 """
-_BN_ARGS = "(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bs, " \
-           "const float* __restrict__ rm,\n        const float* __restrict__ rv, float* __restrict__ y"
+_BN_ARGS = ("(const float* __restrict__ x,\n"
+            "        const float* __restrict__ w, const float* __restrict__ bs, const float* __restrict__ rm,\n"
+            "        const float* __restrict__ rv, float* __restrict__ y")
 _BN_NAIVE = """
 /* one thread per element: the channel from the index, its constants read and computed again by every thread */
 __global__ void bn_naive""" + _BN_ARGS + """, long long n, long long C, long long HW,
