@@ -7,13 +7,16 @@ drawn in range, with the reduction ``'mean'`` (a scalar) or ``'none'`` (N losses
 three passes (max, sum of exponentials, the target's logit), a warp per row with an online (one-pass) max and sum,
 a block per row with shared-memory trees, two kernels (a block per row's log-sum-exp, then a gather of the target's
 logit), a block per row with float4 loads, and a warp per row in two passes; under ``'mean'`` the losses are
-averaged by a second kernel (one block's tree over the row losses) or by atomics (one atomic add per block or
-row). A row's loss is ``log(sum exp(x - max)) + max - x[t]``, of order log(C) + spread (at most ~25); its sum of up
-to 32768 exponentials, in another order than PyTorch's (a sequential thread's is the worst), is a few 1e-6 off
-relatively, so the loss a few 1e-6 absolutely (a float32 simulation of the sequential order of the largest rows
-stays below 1e-5); the mean adds a float32 sum of up to 131072 losses (a few 1e-7 relative, atomics included).
-1e-4 absolute and relative for ``'none'``; for ``'mean'``, whose errors average out, 1e-5 absolute and relative,
-tight enough that two draws of the inputs are told apart (the mean of many random losses varies little).
+averaged by a second kernel (one block's tree over the row losses) or by atomics (one double atomic add per block
+or row, then a one-thread kernel divides: float atomics, up to 131072 of them, would each round the total). A row's
+loss is ``log(sum exp(x - max)) + max - x[t]``, of order log(C) + spread (at most ~30). Its sum of up to 32768
+exponentials is the delicate part: in a sequential thread's order, most of the terms (the logits' spread reaches 4)
+are below half an ulp of the running sum and are rounded away, a bias; a float32 simulation of that order over rows
+of 32768 classes at spread 4 is up to 9e-5 off a float64 loss (2.5e-4 of the loss), 5e-5 on average; the strided
+and tree orders, with sums of C/32 to C/1024 terms per thread, much less. 1e-4 absolute and relative for ``'none'``
+(a third of it at worst); for ``'mean'`` 1e-5 absolute and relative (the bias above, averaged, is a quarter of it
+at worst; the mean's own sum of up to 131072 losses a few 1e-7 relative), tight enough that two draws of the inputs
+are told apart (the mean of many random losses varies little).
 
 ``masked_softmax``: ``softmax((x * s).masked_fill(mask == 0, -inf), dim=-1)`` over (B, L) with a bool or uint8
 mask of the same shape, random (each element kept with probability p) or a padding mask (the first ``len`` of each
@@ -132,8 +135,22 @@ _CE_SCRATCH = """    float* loss = 0;  /* the row losses, averaged by mean_tree 
 {body}
     mean_tree<<<1, 1024, 0, stream>>>(loss, y, N);
     if (cudaFreeAsync(loss, stream) != cudaSuccess) return 3;"""
-_CE_ZERO = """    if (cudaMemsetAsync(y, 0, sizeof(float), stream) != cudaSuccess) return 3;  /* the atomics' total */
+_CE_ATOMIC_MEAN = """
+/* the atomics' double total over N, into the scalar output */
+__global__ void mean_finish(const double* __restrict__ total, float* __restrict__ y, long long N) {
+    y[0] = (float)(total[0] / (double)N);
+}
 """
+_CE_ATOMIC_LAUNCH = """    double* total = 0;  /* the sum of the row losses, accumulated by atomics in double (float atomics, one per
+                           row, would round N times) */
+    if (cudaMallocAsync((void**)&total, sizeof(double), stream) != cudaSuccess) return 3;
+    if (cudaMemsetAsync(total, 0, sizeof(double), stream) != cudaSuccess) {{
+        cudaFreeAsync(total, stream);
+        return 3;
+    }}
+{body}
+    mean_finish<<<1, 1, 0, stream>>>(total, y, N);
+    if (cudaFreeAsync(total, stream) != cudaSuccess) return 3;"""
 
 _CE_THREAD = """
 /* a thread per row in three passes over its C logits: the max, the sum of exponentials, then the target's logit */
@@ -151,10 +168,10 @@ __global__ void ce_thread_row(const float* __restrict__ x, const long long* __re
 """
 _CE_WARP_ONLINE = """
 /* a warp per row, 8 per block: each lane keeps an online (max, sum) over its strided logits, the lanes merge with
-   xor shuffles. MEAN: the block's 8 losses summed in shared memory, one atomic add of their share of the mean */
+   xor shuffles. MEAN: the block's 8 losses summed in shared memory, one atomic add per block into a double total */
 template <bool MEAN>
 __global__ void __launch_bounds__(256) ce_warp_online(const float* __restrict__ x, const long long* __restrict__ t,
-                                                      float* __restrict__ y, long long N, int C) {
+                                                      float* __restrict__ y, double* total, long long N, int C) {
     __shared__ float part[8];
     const long long r = (long long)blockIdx.x * 8 + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
@@ -173,7 +190,7 @@ __global__ void __launch_bounds__(256) ce_warp_online(const float* __restrict__ 
         if (threadIdx.x == 0) {
             float b = 0.f;
             for (int w = 0; w < 8; ++w) b += part[w];
-            atomicAdd(y, b / (float)N);
+            atomicAdd(total, (double)b);
         }
     }
 }
@@ -247,10 +264,10 @@ _CE_TWO_LAUNCH = """    float* lse = 0;
 _CE_VEC4 = """
 /* a block of 256 per row reading float4 when the rows are whole float4s (C % 4 == 0, x 16-byte aligned), else
    scalars; online (max, sum) per thread, merged by shuffles and through shared memory. MEAN: thread 0 adds the
-   row's share of the mean atomically */
+   row's loss to a double total atomically */
 template <bool MEAN>
 __global__ void __launch_bounds__(256) ce_block_vec4(const float* __restrict__ x, const long long* __restrict__ t,
-                                                     float* __restrict__ y, long long N, int C) {
+                                                     float* __restrict__ y, double* total, int C) {
     __shared__ float pm[8], ps[8];
     const long long r = blockIdx.x;
     const float* xr = x + r * C;
@@ -269,7 +286,7 @@ __global__ void __launch_bounds__(256) ce_block_vec4(const float* __restrict__ x
     block_lse<8>(m, s, pm, ps);
     if (threadIdx.x == 0) {
         const float l = logf(s) + (m - xr[t[r]]);
-        if (MEAN) atomicAdd(y, l / (float)N);
+        if (MEAN) atomicAdd(total, (double)l);
         else y[r] = l;
     }
 }
@@ -300,15 +317,20 @@ def _ce_variants(mean: bool) -> list[TorchVariant]:
         return _CE_SCRATCH.format(body=body.replace("LOSS", "loss")) if mean else body.replace("LOSS", "y")
 
     tree_tags = ["multi_pass", "tree_reduction"] if mean else []
-    atomic_tags = ["atomics"] if mean else []
-    zero = _CE_ZERO if mean else ""
+    atomic_tags = ["atomics", "multi_pass"] if mean else []
+
+    def by_atomics(body: str) -> str:  # 'mean': a double total by atomics, then mean_finish; 'none': no total
+        return _CE_ATOMIC_LAUNCH.format(body=body.replace("TOTAL", "total")) if mean else body.replace("TOTAL", "0")
+
+    atomic_mean = _CE_ATOMIC_MEAN if mean else ""
     m = "true" if mean else "false"
     tree = _CE_MEAN_TREE if mean else ""
     specs = [
         ("thread_per_row_three_pass", ["thread_per_row", "block_128", *tree_tags], _CE_THREAD + tree,
          by_tree("    ce_thread_row<<<(unsigned)((N + 127) / 128), 128, 0, stream>>>(x, t, LOSS, N, C);")),
-        ("warp_per_row_online", ["warp_shuffle", "coalesced", "fused", "block_256", *atomic_tags], _CE_WARP_ONLINE,
-         zero + f"    ce_warp_online<{m}><<<(unsigned)((N + 7) / 8), 256, 0, stream>>>(x, t, y, N, C);"),
+        ("warp_per_row_online", ["warp_shuffle", "coalesced", "fused", "block_256", *atomic_tags],
+         _CE_WARP_ONLINE + atomic_mean,
+         by_atomics(f"    ce_warp_online<{m}><<<(unsigned)((N + 7) / 8), 256, 0, stream>>>(x, t, y, TOTAL, N, C);")),
         ("block_per_row_trees", ["block_per_row", "tree_reduction", "shared_tiling", "block_256",
                                  *(["multi_pass"] if mean else [])], _CE_BLOCK_TREE + tree,
          by_tree("    ce_block_tree<<<(unsigned)N, 256, 0, stream>>>(x, t, LOSS, C);")),
@@ -319,8 +341,8 @@ def _ce_variants(mean: bool) -> list[TorchVariant]:
              "    gather_mean<<<1, 1024, 0, stream>>>(x, t, lse, y, N, C);" if mean else
              "    gather_loss<<<(unsigned)((N + 255) / 256), 256, 0, stream>>>(x, t, lse, y, N, C);"))),
         ("block_per_row_vec4", ["block_per_row", "vectorized", "warp_shuffle", "coalesced", "block_256",
-                                *atomic_tags], _CE_VEC4,
-         zero + f"    ce_block_vec4<{m}><<<(unsigned)N, 256, 0, stream>>>(x, t, y, N, C);"),
+                                *atomic_tags], _CE_VEC4 + atomic_mean,
+         by_atomics(f"    ce_block_vec4<{m}><<<(unsigned)N, 256, 0, stream>>>(x, t, y, TOTAL, C);")),
         ("warp_per_row_two_pass", ["warp_shuffle", "coalesced", "unrolled", "block_128", *tree_tags],
          _CE_WARP_TWO_PASS + tree,
          by_tree("    ce_warp_two_pass<<<(unsigned)((N + 3) / 4), 128, 0, stream>>>(x, t, LOSS, N, C);")),
@@ -813,7 +835,7 @@ def _eb_variants(d: int, mean: bool) -> list[TorchVariant]:
 _EB_SHAPES = [(b, n, v, d) for b, n, v, d in itertools.product([512, 1024, 2048, 4096, 8192, 16384],
                                                                [4, 8, 10, 16, 20, 32, 50],
                                                                [1000, 10000, 50000, 100000, 250000],
-                                                               [32, 64, 100, 128, 200, 256, 300, 512])
+                                                               [32, 50, 64, 100, 128, 150, 200, 256, 300, 512])
               if v * d <= 2**25                   # a table of at most 128 MB
               and 2**20 <= b * n * d <= 2**26]    # 4 to 256 MB gathered
 
