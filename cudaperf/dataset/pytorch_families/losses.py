@@ -141,8 +141,7 @@ __global__ void mean_finish(const double* __restrict__ total, float* __restrict_
     y[0] = (float)(total[0] / (double)N);
 }
 """
-_CE_ATOMIC_LAUNCH = """    double* total = 0;  /* the sum of the row losses, accumulated by atomics in double (float atomics, one per
-                           row, would round N times) */
+_CE_ATOMIC_LAUNCH = """    double* total = 0;  /* the losses' sum by atomics, in double */
     if (cudaMallocAsync((void**)&total, sizeof(double), stream) != cudaSuccess) return 3;
     if (cudaMemsetAsync(total, 0, sizeof(double), stream) != cudaSuccess) {{
         cudaFreeAsync(total, stream);
