@@ -54,6 +54,15 @@ with an optional scale (a thread, warp or block per row, three passes or online,
 shared memory); an ``nn.EmbeddingBag`` mean or sum over fixed-length int64 bags of a seeded table (a thread per
 output, a warp per bag with float4 loads, a block per bag, indices staged in shared memory, atomics from a thread per
 (bag, position), indices broadcast by shuffles with the bag's row in registers).
+
+``swiglu_mlp``, ``conv1d_causal``, ``rotary_embedding`` (``mlp``): ``down(silu(gate(x)) * up(x))`` with or without
+biases (naive GEMMs with a separate SiLU-and-product kernel, the gate and up dot products in one naive kernel, shared
+tiles of 16 and 32, 4x4 register blocking, a warp per output with float4 loads, one fused kernel per four rows); a
+depthwise causal 1-D convolution over (B, C, L) with 2 to 7 taps and an optional SiLU (a thread per output, shared
+tiles with a halo at 128 and 256 threads, a register window sliding along L, weights in constant memory, a
+channel-major walk, four outputs per thread with float4); rotary position embedding of (B, heads, T, D) at int64
+positions with halves or adjacent pairs (a thread per pair or per row, a thread looping over the heads, a block per
+position with its cos/sin in shared memory, float2 and float4 loads, a cos/sin table then the rotation).
 """
 
 from __future__ import annotations
@@ -65,6 +74,7 @@ from cudaperf.dataset.pytorch_families.common import ACTIVATIONS, GeneratedTorch
 from cudaperf.dataset.pytorch_families.elementwise import elementwise_chain
 from cudaperf.dataset.pytorch_families.fused import gelu_mlp, group_norm, scaled_dot_attention
 from cudaperf.dataset.pytorch_families.losses import cross_entropy_loss, embedding_bag_mean, masked_softmax
+from cudaperf.dataset.pytorch_families.mlp import conv1d_causal, rotary_embedding, swiglu_mlp
 from cudaperf.dataset.pytorch_families.norms import batch_norm_eval, l2_normalize_rows, rms_norm
 from cudaperf.dataset.pytorch_families.rows import row_reduce, row_softmax
 from cudaperf.dataset.pytorch_families.spatial import depthwise_conv2d, pool2d, row_cumsum
@@ -76,14 +86,17 @@ TORCH_FAMILIES: dict[str, Callable[[int], GeneratedTorchTask]] = {
     "gelu_mlp": gelu_mlp, "group_norm": group_norm, "scaled_dot_attention": scaled_dot_attention,
     "rms_norm": rms_norm, "l2_normalize_rows": l2_normalize_rows, "batch_norm_eval": batch_norm_eval,
     "cross_entropy_loss": cross_entropy_loss, "masked_softmax": masked_softmax,
-    "embedding_bag_mean": embedding_bag_mean}
+    "embedding_bag_mean": embedding_bag_mean,
+    "swiglu_mlp": swiglu_mlp, "conv1d_causal": conv1d_causal, "rotary_embedding": rotary_embedding}
 
 NOT_YET_SHIPPED = frozenset({"gelu_mlp", "group_norm", "scaled_dot_attention", "rms_norm", "l2_normalize_rows",
-                             "batch_norm_eval", "cross_entropy_loss", "masked_softmax", "embedding_bag_mean"})
+                             "batch_norm_eval", "cross_entropy_loss", "masked_softmax", "embedding_bag_mean",
+                             "swiglu_mlp", "conv1d_causal", "rotary_embedding"})
 """Families generated and checked on the CPU whose variants have not run on a GPU yet, so the shipped dataset does not
 hold them (docs/DATASET.md: a family enters it after a GPU check); remove a name once its problems are shipped."""
 
 __all__ = ["ACTIVATIONS", "GeneratedTorchTask", "NOT_YET_SHIPPED", "TORCH_FAMILIES", "TorchVariant", "batch_norm_eval",
-           "col_reduce", "cross_entropy_loss", "depthwise_conv2d", "elementwise_chain", "embedding_bag_mean",
-           "gelu_mlp", "group_norm", "l2_normalize_rows", "layer_norm", "linear_act", "masked_softmax", "pool2d",
-           "rms_norm", "row_cumsum", "row_reduce", "row_softmax", "scaled_dot_attention"]
+           "col_reduce", "conv1d_causal", "cross_entropy_loss", "depthwise_conv2d", "elementwise_chain",
+           "embedding_bag_mean", "gelu_mlp", "group_norm", "l2_normalize_rows", "layer_norm", "linear_act",
+           "masked_softmax", "pool2d", "rms_norm", "rotary_embedding", "row_cumsum", "row_reduce", "row_softmax",
+           "scaled_dot_attention", "swiglu_mlp"]
