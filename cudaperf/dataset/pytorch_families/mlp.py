@@ -3,13 +3,13 @@ that eager PyTorch runs as several kernels, so that the variants can fuse, tile 
 
 ``swiglu_mlp``: ``y = down(silu(gate(x)) * up(x))`` with three ``nn.Linear`` layers (PyTorch's default
 initialisation under the harness's seed), all with or all without a bias (by index). The index picks the batch, the
-three widths (the hidden width a multiple of 16 or not, the others some not multiples of 32) and the input's scale.
-Variants: naive GEMMs with the SiLU-and-product as a separate kernel, one naive 2-D kernel computing the gate and up
-dot products together and writing ``silu(a) * b``, shared-memory tiles of 16 and 32 (the gate and up tiles share
-the input's), 4x4 register blocking, a warp per output with float4 loads, and one fused kernel per four rows (the
-hidden rows stay in shared memory). Outputs are of order 0.1 to 1: dot products of at most 1536 terms of order
-1/sqrt(fan_in), summed by every variant in another order than cuBLAS: a few 1e-6 apart; expf-based SiLU differs
-from PyTorch's by ulps. 1e-3 absolute and relative, ``gelu_mlp``'s rule.
+three widths (the hidden width a multiple of 16 or not, some widths not multiples of 4: the float4 variant's scalar
+path) and the input's scale. Variants: naive GEMMs with the SiLU-and-product as a separate kernel, one naive 2-D
+kernel computing the gate and up dot products together and writing ``silu(a) * b``, shared-memory tiles of 16 and
+32 (the gate and up tiles share the input's), 4x4 register blocking, a warp per output with float4 loads, and one
+fused kernel per four rows (the hidden rows stay in shared memory). Outputs are of order 0.1 to 1: dot products of
+at most 1536 terms of order 1/sqrt(fan_in), summed by every variant in another order than cuBLAS: a few 1e-6
+apart; expf-based SiLU differs from PyTorch's by ulps. 1e-3 absolute and relative, ``gelu_mlp``'s rule.
 
 ``conv1d_causal``: a depthwise causal convolution over (B, C, L), ``nn.Conv1d(C, C, K, groups=C, padding=K - 1)``
 with a bias, cut to the first L outputs (Mamba's short convolution), then SiLU or nothing. The index picks B (the
@@ -500,8 +500,9 @@ def _swiglu_variants(bias: bool) -> list[TorchVariant]:
             for name, tags, kernel, launch in specs]
 
 
-_SW_SHAPES = [c for c in itertools.product([32, 64, 128, 256, 512], [128, 256, 384, 500, 512, 768],
-                                           [256, 344, 512, 688, 1000, 1024, 1376, 1536], [128, 256, 500, 512, 768])
+_SW_SHAPES = [c for c in itertools.product([32, 64, 128, 256, 512], [128, 256, 384, 510, 512, 768],
+                                           [256, 344, 512, 688, 1000, 1022, 1024, 1376, 1536],
+                                           [128, 250, 256, 500, 512, 768])
               # the batch times the three layers' multiply-adds: 2M to 600M
               if 2_000_000 <= c[0] * c[2] * (2 * c[1] + c[3]) <= 600_000_000]
 
@@ -782,8 +783,8 @@ def _conv_variants(k: int, act: str) -> list[TorchVariant]:
 
 
 _CV_SHAPES = [c for c in itertools.product([2, 4, 8, 16], [64, 128, 192, 256, 384, 512, 768, 1024],
-                                           [256, 500, 1000, 1024, 2048, 3000, 4096], [2, 3, 4, 5, 6, 7])
-              if 2**20 <= c[0] * c[1] * c[2] <= 2**25]  # 1M to 32M elements
+                                           [256, 333, 1000, 1023, 2048, 3000, 4096], [2, 3, 4, 5, 6, 7])
+              if 2**20 <= c[0] * c[1] * c[2] <= 2**24]  # 1M to 16M elements
 
 
 def conv1d_causal(index: int) -> GeneratedTorchTask:
@@ -1076,7 +1077,7 @@ def _rope_variants(interleaved: bool) -> list[TorchVariant]:
 
 _RO_SHAPES = [c for c in itertools.product([1, 2, 4, 8], [4, 8, 12, 16, 32], [128, 256, 500, 1024, 2048],
                                            [32, 64, 80, 96, 100, 128])
-              if 2**20 <= c[0] * c[1] * c[2] * c[3] <= 2**25]  # 1M to 32M elements
+              if 2**20 <= c[0] * c[1] * c[2] * c[3] <= 2**24]  # 1M to 16M elements
 
 _RO_FORWARD = {
     False: """x1, x2 = x[..., :{h}], x[..., {h}:]
