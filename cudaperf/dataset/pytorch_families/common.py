@@ -61,6 +61,12 @@ def rng_for(family: str, index: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
+def shuffled(family: str, combos: list[tuple]) -> list[tuple]:
+    """A fixed shuffle of ``combos`` (the first problems of a family never repeat a shape)."""
+    order = rng_for(f"{family}:shapes", 0).permutation(len(combos))
+    return [combos[int(k)] for k in order]
+
+
 def check_tags(task_id: str, variants) -> None:
     for v in variants:
         unknown = set(v.tags) - set(STRATEGY_TAGS)

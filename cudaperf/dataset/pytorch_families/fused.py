@@ -39,14 +39,8 @@ import itertools
 import math
 
 from cudaperf.dataset.pytorch_families.common import (BLOCK_SUM, GeneratedTorchTask, TorchVariant, check_tags,
-                                                      problem_source, rng_for, task_id)
+                                                      problem_source, rng_for, shuffled, task_id)
 from cudaperf.tasks.pytorch import DtypeTolerance, PyTorchTask
-
-
-def _shuffled(family: str, combos: list[tuple]) -> list[tuple]:
-    """A fixed shuffle of ``combos`` (the first problems of a family never repeat a shape)."""
-    order = rng_for(f"{family}:shapes", 0).permutation(len(combos))
-    return [combos[int(k)] for k in order]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -361,7 +355,7 @@ _MLP_SHAPES = [c for c in itertools.product([64, 128, 256, 512], [128, 256, 384,
 
 def gelu_mlp(index: int) -> GeneratedTorchTask:
     rng = rng_for("gelu_mlp", index)
-    shapes = _shuffled("gelu_mlp", _MLP_SHAPES)
+    shapes = shuffled("gelu_mlp", _MLP_SHAPES)
     batch, in_f, hidden, out_f = shapes[index % len(shapes)]
     form = str(rng.choice(sorted(GELU_FORMS)))
     spread = round(float(rng.uniform(0.5, 2.5)), 3)
@@ -737,7 +731,7 @@ _GN_SHAPES = [(n, c, g, s) for n, c, g, s in itertools.product([2, 4, 8, 16, 32]
 
 def group_norm(index: int) -> GeneratedTorchTask:
     rng = rng_for("group_norm", index)
-    shapes = _shuffled("group_norm", _GN_SHAPES)
+    shapes = shuffled("group_norm", _GN_SHAPES)
     n, c, g, s = shapes[index % len(shapes)]
     eps = float(rng.choice([1e-6, 1e-5, 1e-4, 1e-3]))
     spread = round(float(rng.uniform(0.5, 2.0)), 3)
@@ -1171,7 +1165,7 @@ def scaled_dot_attention(index: int) -> GeneratedTorchTask:
     rng = rng_for("scaled_dot_attention", index)
     kind = str(rng.choice(["causal", "self", "cross"], p=[0.4, 0.2, 0.4]))
     causal = kind == "causal"
-    shapes = _shuffled(f"scaled_dot_attention:{'cross' if kind == 'cross' else 'self'}",
+    shapes = shuffled(f"scaled_dot_attention:{'cross' if kind == 'cross' else 'self'}",
                        _AT_SHAPES["cross" if kind == "cross" else "self"])
     b, h, lq, lk, d = shapes[index % len(shapes)]
     temp = 1.0 if rng.random() < 0.5 else round(float(rng.uniform(0.5, 2.0)), 3)

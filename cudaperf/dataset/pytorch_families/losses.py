@@ -43,14 +43,8 @@ from __future__ import annotations
 import itertools
 
 from cudaperf.dataset.pytorch_families.common import (BLOCK_SUM, GeneratedTorchTask, TorchVariant, check_tags,
-                                                      problem_source, rng_for, task_id)
+                                                      problem_source, rng_for, shuffled, task_id)
 from cudaperf.tasks.pytorch import DtypeTolerance, PyTorchTask
-
-
-def _shuffled(family: str, combos: list[tuple]) -> list[tuple]:
-    """A fixed shuffle of ``combos`` (the first problems of a family never repeat a shape)."""
-    order = rng_for(f"{family}:shapes", 0).permutation(len(combos))
-    return [combos[int(k)] for k in order]
 
 
 _WARP_HELPERS = """
@@ -359,7 +353,7 @@ _CE_SHAPES = [(n, c) for n, c in itertools.product([128, 256, 512, 1024, 2048, 4
 
 def cross_entropy_loss(index: int) -> GeneratedTorchTask:
     rng = rng_for("cross_entropy_loss", index)
-    shapes = _shuffled("cross_entropy_loss", _CE_SHAPES)
+    shapes = shuffled("cross_entropy_loss", _CE_SHAPES)
     n, c = shapes[index % len(shapes)]
     reduction = str(rng.choice(["mean", "none"]))
     spread = round(float(rng.uniform(1.0, 4.0)), 3)
@@ -621,7 +615,7 @@ _MS_SHAPES = [(b, n) for b, n in itertools.product([256, 512, 1024, 2048, 4096, 
 
 def masked_softmax(index: int) -> GeneratedTorchTask:
     rng = rng_for("masked_softmax", index)
-    shapes = _shuffled("masked_softmax", _MS_SHAPES)
+    shapes = shuffled("masked_softmax", _MS_SHAPES)
     b, n = shapes[index % len(shapes)]
     kind = str(rng.choice(["random", "padding"]))
     dtype = str(rng.choice(["bool", "uint8"]))
@@ -841,7 +835,7 @@ _EB_SHAPES = [(b, n, v, d) for b, n, v, d in itertools.product([512, 1024, 2048,
 
 def embedding_bag_mean(index: int) -> GeneratedTorchTask:
     rng = rng_for("embedding_bag_mean", index)
-    shapes = _shuffled("embedding_bag_mean", _EB_SHAPES)
+    shapes = shuffled("embedding_bag_mean", _EB_SHAPES)
     b, n, v, d = shapes[index % len(shapes)]
     mode = str(rng.choice(["mean", "sum"], p=[0.7, 0.3]))
     spread = round(float(rng.uniform(0.5, 2.0)), 3)

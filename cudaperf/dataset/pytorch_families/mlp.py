@@ -42,14 +42,8 @@ from __future__ import annotations
 import itertools
 
 from cudaperf.dataset.pytorch_families.common import (GeneratedTorchTask, TorchVariant, check_tags, problem_source,
-                                                      rng_for, task_id)
+                                                      rng_for, shuffled, task_id)
 from cudaperf.tasks.pytorch import DtypeTolerance, PyTorchTask
-
-
-def _shuffled(family: str, combos: list[tuple]) -> list[tuple]:
-    """A fixed shuffle of ``combos`` (the first problems of a family never repeat a shape)."""
-    order = rng_for(f"{family}:shapes", 0).permutation(len(combos))
-    return [combos[int(k)] for k in order]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -509,7 +503,7 @@ _SW_SHAPES = [c for c in itertools.product([32, 64, 128, 256, 512], [128, 256, 3
 
 def swiglu_mlp(index: int) -> GeneratedTorchTask:
     rng = rng_for("swiglu_mlp", index)
-    shapes = _shuffled("swiglu_mlp", _SW_SHAPES)
+    shapes = shuffled("swiglu_mlp", _SW_SHAPES)
     batch, in_f, hidden, out_f = shapes[index % len(shapes)]
     bias = bool(rng.random() < 0.5)
     spread = round(float(rng.uniform(0.5, 2.5)), 3)
@@ -789,7 +783,7 @@ _CV_SHAPES = [c for c in itertools.product([2, 4, 8, 16], [64, 128, 192, 256, 38
 
 def conv1d_causal(index: int) -> GeneratedTorchTask:
     rng = rng_for("conv1d_causal", index)
-    shapes = _shuffled("conv1d_causal", _CV_SHAPES)
+    shapes = shuffled("conv1d_causal", _CV_SHAPES)
     batch, c, length, k = shapes[index % len(shapes)]
     act = "silu" if rng.random() < 0.5 else "none"
     conv = f"self.conv(x)[..., :{length}]"
@@ -1123,7 +1117,7 @@ def get_init_inputs():
 
 def rotary_embedding(index: int) -> GeneratedTorchTask:
     rng = rng_for("rotary_embedding", index)
-    shapes = _shuffled("rotary_embedding", _RO_SHAPES)
+    shapes = shuffled("rotary_embedding", _RO_SHAPES)
     batch, heads, t, d = shapes[index % len(shapes)]
     interleaved = bool(rng.random() < 0.5)
     base = float(rng.choice([10000.0, 100000.0, 500000.0]))

@@ -41,14 +41,8 @@ from __future__ import annotations
 import itertools
 
 from cudaperf.dataset.pytorch_families.common import (ACTIVATIONS, BLOCK_SUM, GeneratedTorchTask, TorchVariant,
-                                                      check_tags, problem_source, rng_for, task_id)
+                                                      check_tags, problem_source, rng_for, shuffled, task_id)
 from cudaperf.tasks.pytorch import DtypeTolerance, PyTorchTask
-
-
-def _shuffled(family: str, combos: list[tuple]) -> list[tuple]:
-    """A fixed shuffle of ``combos`` (the first problems of a family never repeat a shape)."""
-    order = rng_for(f"{family}:shapes", 0).permutation(len(combos))
-    return [combos[int(k)] for k in order]
 
 
 _WARP_SUM = """__device__ __forceinline__ float warp_sum(float v) {
@@ -270,7 +264,7 @@ _RMS_SHAPES = {
 def rms_norm(index: int) -> GeneratedTorchTask:
     rng = rng_for("rms_norm", index)
     layout = str(rng.choice(["2d", "3d"]))
-    b, seq, cols = _shuffled(f"rms_norm:{layout}", _RMS_SHAPES[layout])[index % len(_RMS_SHAPES[layout])]
+    b, seq, cols = shuffled(f"rms_norm:{layout}", _RMS_SHAPES[layout])[index % len(_RMS_SHAPES[layout])]
     eps = float(rng.choice([1e-8, 1e-6, 1e-5]))
     spread = round(float(rng.uniform(0.5, 2.0)), 3)
     shift = round(float(rng.uniform(-0.5, 0.5)), 3)
@@ -506,7 +500,7 @@ _L2_SHAPES = [(r, c) for r, c in itertools.product([256, 512, 1024, 2048, 4096, 
 
 def l2_normalize_rows(index: int) -> GeneratedTorchTask:
     rng = rng_for("l2_normalize_rows", index)
-    rows, cols = _shuffled("l2_normalize_rows", _L2_SHAPES)[index % len(_L2_SHAPES)]
+    rows, cols = shuffled("l2_normalize_rows", _L2_SHAPES)[index % len(_L2_SHAPES)]
     eps = float(rng.choice([1e-12, 1e-8, 1e-6]))
     scale = 1.0 if rng.random() < 0.5 else round(float(rng.uniform(2.0, 20.0)), 3)
     spread = round(float(rng.uniform(0.5, 2.0)), 3)
@@ -745,7 +739,7 @@ _BN_ACTS = [None, "relu", "sigmoid", "tanh", "silu", "gelu", "softplus", "abs"]
 
 def batch_norm_eval(index: int) -> GeneratedTorchTask:
     rng = rng_for("batch_norm_eval", index)
-    n, c, s = _shuffled("batch_norm_eval", _BN_SHAPES)[index % len(_BN_SHAPES)]
+    n, c, s = shuffled("batch_norm_eval", _BN_SHAPES)[index % len(_BN_SHAPES)]
     eps = float(rng.choice([1e-5, 1e-3, 1e-4]))
     act = None if rng.random() < 0.35 else str(rng.choice(_BN_ACTS[1:]))
     spread = round(float(rng.uniform(0.5, 2.0)), 3)
