@@ -309,9 +309,9 @@ def generate(index: int, rng: np.random.Generator) -> GeneratedTask:
     shape = SHAPES[(index // 3) % len(SHAPES)]
     rl = ROW_LENS[(index + int(rng.integers(3))) % len(ROW_LENS)]
     s = Spec(t, k, epi, alpha)
-    # the reference costs about nnz * K multiply-adds over gathered rows of B: ~6e7 of them
-    work = 6.0e7 * (0.8 + 0.4 * float(rng.random()))
-    nnz_time = int(work / k)
+    # the reference's cost per nonzero: a random gather of B's row (a cache miss) plus K multiply-adds
+    work = 4.0e7 * (0.8 + 0.4 * float(rng.random()))
+    nnz_time = int(work / (2 * k + 16))
     m_time = nnz_time // rl + int(rng.integers(1, 97))
     nc_time = max(1, int(m_time * shape))
     m1 = 3000 + int(rng.integers(1000))
