@@ -61,6 +61,7 @@ STRATEGY_TAGS: dict[str, str] = {
     "two_level": "per-block partial results combined in a second stage",
     "bit_packed": "several items packed per machine word and processed with bitwise word operations",
     "mixed_precision": "low-precision storage (bf16, int8) read on the device, arithmetic in higher precision",
+    "warp_vote": "warp votes (__ballot_sync / __any_sync / __all_sync, __popc of a ballot) decide or compact",
 }
 
 _ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
