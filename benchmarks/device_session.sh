@@ -322,7 +322,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
         # store and every candidate's verdict back in $OUT (newfam.jsonl.gz, newfam_verdicts.txt). Resumable: the
         # dataset and its store stay in .device/newds (built again only when NEWFAM or N_TASKS change), so a later
         # call on the warm machine (or one that carries .device/newds) measures what is left
-        NEWFAM=${NEWFAM:-edit_distance_batch,knapsack_dp,newton_roots,pagerank_csr,kmeans_step,attention_rows,sorted_search,counting_sort,topk_rows,radix_sort_lsd,life_automaton,integral_image,pt_gelu_mlp,pt_group_norm,pt_scaled_dot_attention}
+        NEWFAM=${NEWFAM:-edit_distance_batch,knapsack_dp,newton_roots,pagerank_csr,kmeans_step,attention_rows,sorted_search,counting_sort,topk_rows,radix_sort_lsd,life_automaton,integral_image,bf16_matvec,int8_dequant_gemv,bf16_layer_stats,sssp_bellman_ford,label_prop_components,spmm_csr_dense,bitonic_sort_rows,merge_sorted_pairs,hash_build_probe,unique_sorted_count,lcs_length_batch,viterbi_decode,floyd_warshall_small,cross_entropy_rows,batchnorm_train_forward,conv2d_relu_maxpool,pt_gelu_mlp,pt_group_norm,pt_scaled_dot_attention,pt_rms_norm,pt_l2_normalize_rows,pt_batch_norm_eval,pt_cross_entropy_loss,pt_masked_softmax,pt_embedding_bag_mean,pt_swiglu_mlp,pt_conv1d_causal,pt_rotary_embedding}
         t0=$SECONDS; want="$NEWFAM ${N_TASKS:-4}"
         if [ "$(cat .device/newds/.newfam 2>/dev/null)" != "$want" ]; then
           rm -rf .device/newds
