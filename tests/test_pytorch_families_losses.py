@@ -2,8 +2,8 @@
 are not degenerate, varied across indices, deterministic, with integer and mask inputs drawn in range, tolerances
 that a float64 evaluation (and a float32 simulation of the worst summation order) respects, and variants that
 differ, pass the static checks and build with nvcc (their outputs are checked on the GPU).
-The checks every generated family
-shares (registration, validity, variety, determinism) are in ``tests/test_pytorch_families_generated.py``."""
+The checks every generated family shares (registration, validity, variety, determinism) are in
+``tests/test_pytorch_families_generated.py``."""
 
 from __future__ import annotations
 

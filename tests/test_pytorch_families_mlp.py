@@ -1,8 +1,8 @@
 """The ``swiglu_mlp``, ``conv1d_causal`` and ``rotary_embedding`` PyTorch families: valid problems that are not
 degenerate, varied across indices, deterministic, with tolerances that a float64 evaluation respects, and variants
 that differ, pass the static checks and build with nvcc (their outputs are checked on the GPU).
-The checks every generated family
-shares (registration, validity, variety, determinism) are in ``tests/test_pytorch_families_generated.py``."""
+The checks every generated family shares (registration, validity, variety, determinism) are in
+``tests/test_pytorch_families_generated.py``."""
 
 from __future__ import annotations
 

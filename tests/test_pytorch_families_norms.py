@@ -1,8 +1,9 @@
 """The ``rms_norm``, ``l2_normalize_rows`` and ``batch_norm_eval`` PyTorch families: valid problems that are not
 degenerate, varied across indices, deterministic, with tolerances that a float64 evaluation (and a float32
 simulation of the variants' worst summation order) respects, and variants that differ, pass the static checks and
-build with nvcc (their outputs are checked on the GPU). The checks every generated family
-shares (registration, validity, variety, determinism) are in ``tests/test_pytorch_families_generated.py``."""
+build with nvcc (their outputs are checked on the GPU).
+The checks every generated family shares (registration, validity, variety, determinism) are in
+``tests/test_pytorch_families_generated.py``."""
 
 from __future__ import annotations
 
