@@ -223,8 +223,8 @@ def _vertex_naive(h: str, pv: bool) -> str:
 
 
 def _edge_merge_atomic(h: str, pv: bool) -> str:
-    return (h + MERGE_D + """__global__ void tc_edge(int m, const int* es, const int* off, const int* len, const int* adj,
-                        unsigned long long* total, int* tri) {
+    return (h + MERGE_D + """__global__ void tc_edge(int m, const int* es, const int* off, const int* len,
+                        const int* adj, unsigned long long* total, int* tri) {
     int p = blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= m) return;
     int a = es[p];
@@ -240,7 +240,8 @@ def _edge_merge_atomic(h: str, pv: bool) -> str:
 
 
 def _edge_bsearch_block(h: str, pv: bool) -> str:
-    return (h + BSEARCH_D + """__global__ void tc_edge_bs(int m, const int* __restrict__ es, const int* __restrict__ off,
+    return (h + BSEARCH_D
+            + """__global__ void tc_edge_bs(int m, const int* __restrict__ es, const int* __restrict__ off,
                            const int* __restrict__ len, const int* __restrict__ adj,
                            unsigned long long* total, int* tri) {
     __shared__ unsigned long long part[128];
@@ -284,8 +285,11 @@ def _edge_bsearch_block(h: str, pv: bool) -> str:
 
 
 def _warp_vertex(h: str, pv: bool) -> str:
-    return (h + BSEARCH_D + """// a warp per vertex a: for each stored neighbour w, the lanes take w's list in strides and binary-search a's
-__global__ void tc_warp(int nv, const int* off, const int* len, const int* adj, unsigned long long* total, int* tri) {
+    return (h + BSEARCH_D
+            + """// a warp per vertex a: for each stored neighbour w, the lanes take w's list in strides and
+// binary-search a's list
+__global__ void tc_warp(int nv, const int* off, const int* len, const int* adj, unsigned long long* total,
+                        int* tri) {
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (warp >= nv) return;  // whole warps leave together
@@ -319,15 +323,18 @@ __global__ void tc_warp(int nv, const int* off, const int* len, const int* adj, 
 }
 
 """ + _sig(pv) + " {\n" + _setup(pv)
-            + "    tc_warp<<<(int)(((long long)nv * 32 + 255) / 256), 256>>>(nv, d_off, d_len, d_adj, d_total, d_tri);\n"
+            + "    int wb = (int)(((long long)nv * 32 + 255) / 256);\n"
+            + "    tc_warp<<<wb, 256>>>(nv, d_off, d_len, d_adj, d_total, d_tri);\n"
             + _tail(pv))
 
 
 def _block_vertex_shared(h: str, pv: bool) -> str:
     return (h + f"#define CAP {SHARED_CAP}\n\n" + BSEARCH_D
-            + """// a block per vertex a (grid-stride over vertices): a's list staged in shared memory when it fits; each thread
-// takes stored neighbours w and binary-searches w's elements in a's list; a tree reduction, one atomic per block
-__global__ void tc_block(int nv, const int* off, const int* len, const int* adj, unsigned long long* total, int* tri) {
+            + """// a block per vertex a (grid-stride over vertices): a's list staged in shared memory when it
+// fits; each thread takes stored neighbours w and binary-searches w's elements in a's list; a tree
+// reduction, one atomic per block
+__global__ void tc_block(int nv, const int* off, const int* len, const int* adj, unsigned long long* total,
+                         int* tri) {
     __shared__ int sa[CAP];
     __shared__ unsigned long long part[64];
     unsigned long long acc = 0;
@@ -404,8 +411,8 @@ def _edge_grid_warp(h: str, pv: bool) -> str:
 
 
 def _single_block(h: str, pv: bool) -> str:
-    return (h + MERGE_D + """__global__ void tc_one_block(int m, const int* es, const int* off, const int* len, const int* adj,
-                             unsigned long long* total, int* tri) {
+    return (h + MERGE_D + """__global__ void tc_one_block(int m, const int* es, const int* off, const int* len,
+                             const int* adj, unsigned long long* total, int* tri) {
     __shared__ unsigned long long part[1024];
     unsigned long long s = 0;
     for (int p = threadIdx.x; p < m; p += blockDim.x) {
