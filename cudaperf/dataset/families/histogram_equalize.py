@@ -343,7 +343,7 @@ def generate(index: int, rng: np.random.Generator) -> GeneratedTask:
     hi = 256 - (int(rng.integers(0, 80)) if (index // 2) % 2 else 0)
     p = {"pre": pre, "lo": lo, "hi": hi, "levels": LEVELS[(index // 3 + int(rng.integers(2))) % len(LEVELS)],
          "clip": [0, 2, 0, 4, 3][(index // 5) % 5], "round": (index // 4) % 2 == 0, "hist_out": index % 4 >= 2}
-    n_time = int((2.5e7 if pre == "stretch" else 4.0e7) * (0.8 + 0.4 * float(rng.random())))
+    n_time = int((1.5e7 if pre == "stretch" else 4.0e7) * (0.8 + 0.4 * float(rng.random())))
     n1 = 10000 + int(rng.integers(90000))
     h = _head(p)
     rule = (f"lut[b] = ((cdf[b] - cdf_min) * {p['levels'] - 1}" + (" + (n - cdf_min) / 2" if p["round"] else "")
