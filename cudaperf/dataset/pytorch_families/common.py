@@ -111,3 +111,42 @@ def get_inputs():
 def get_init_inputs():
     return [{init_inputs}]
 '''
+
+
+REG4_TILES = """    __shared__ float as[16][64 + 4];
+    __shared__ float bs[16][64 + 4];
+    const int tid = threadIdx.x, tr = tid / 16, tc = tid % 16;
+    const int m0 = blockIdx.y * 64, n0 = blockIdx.x * 64;
+    float acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
+    for (int k0 = 0; k0 < K; k0 += 16) {
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {  /* 1024 elements of each tile, 4 per thread; 16 consecutive k per row */
+            const int e = tid + 256 * p, r = e / 16, k = e % 16, gk = k0 + k;
+            as[k][r] = (m0 + r < M && gk < K) ? A[(long long)(m0 + r) * K + gk] : 0.f;
+            bs[k][r] = (n0 + r < N && gk < K) ? B[(long long)(n0 + r) * K + gk] : 0.f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < 16; ++kk) {
+            float a[4], b[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                a[i] = as[kk][tr + 16 * i];
+                b[i] = bs[kk][tc + 16 * i];
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+"""
+"""The main loop of a 4 x 4 register-blocked ``C = A B^T`` kernel (256 threads, 16 x 16, per 64 x 64 output tile;
+k through shared memory 16 at a time, both tiles stored k-major): it leaves each thread's outputs in ``acc[4][4]``
+for rows ``m0 + tr + 16i`` and columns ``n0 + tc + 16j``. The kernel around it declares ``A``, ``B``, ``M``, ``N`` and
+``K`` and writes its own epilogue."""

@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import itertools
 
-from cudaperf.dataset.pytorch_families.common import (GeneratedTorchTask, TorchVariant, check_tags, problem_source,
-                                                      rng_for, shuffled, task_id)
+from cudaperf.dataset.pytorch_families.common import (REG4_TILES, GeneratedTorchTask, TorchVariant, check_tags,
+                                                      problem_source, rng_for, shuffled, task_id)
 from cudaperf.tasks.pytorch import DtypeTolerance, PyTorchTask
 
 
@@ -285,39 +285,7 @@ __global__ void __launch_bounds__(256) gate_up_reg4(const float* __restrict__ A,
 __global__ void __launch_bounds__(256) gemm_reg4(const float* __restrict__ A, const float* __restrict__ B,
                                                  const float* __restrict__ bias, float* __restrict__ C,
                                                  int M, int N, int K) {
-    __shared__ float as[16][64 + 4];
-    __shared__ float bs[16][64 + 4];
-    const int tid = threadIdx.x, tr = tid / 16, tc = tid % 16;
-    const int m0 = blockIdx.y * 64, n0 = blockIdx.x * 64;
-    float acc[4][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
-    for (int k0 = 0; k0 < K; k0 += 16) {
-#pragma unroll
-        for (int p = 0; p < 4; ++p) {
-            const int e = tid + 256 * p, r = e / 16, k = e % 16, gk = k0 + k;
-            as[k][r] = (m0 + r < M && gk < K) ? A[(long long)(m0 + r) * K + gk] : 0.f;
-            bs[k][r] = (n0 + r < N && gk < K) ? B[(long long)(n0 + r) * K + gk] : 0.f;
-        }
-        __syncthreads();
-#pragma unroll
-        for (int kk = 0; kk < 16; ++kk) {
-            float a[4], b[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                a[i] = as[kk][tr + 16 * i];
-                b[i] = bs[kk][tc + 16 * i];
-            }
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-#pragma unroll
-                for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-        }
-        __syncthreads();
-    }
-#pragma unroll
+""" + REG4_TILES + """#pragma unroll
     for (int i = 0; i < 4; ++i) {
         const int m = m0 + tr + 16 * i;
 #pragma unroll
