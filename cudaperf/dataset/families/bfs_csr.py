@@ -260,6 +260,6 @@ FAMILY = Family(
     name="bfs_csr",
     description="BFS levels from a source on a random directed CSR graph (level-synchronous GPU variants)",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("graph", "integer"),
 )

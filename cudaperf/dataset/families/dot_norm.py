@@ -399,6 +399,6 @@ FAMILY = Family(
     name="dot_norm",
     description="dot products, norms and robust losses of x, y, w (float/double inputs, double accumulation)",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("reduction",),
 )

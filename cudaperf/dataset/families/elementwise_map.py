@@ -214,6 +214,6 @@ FAMILY = Family(
     name="elementwise_map",
     description="z[i] = f(x[i], y[i]) with transcendental expressions (float/double)",
     generate=generate,
-    n_tasks=24,
+    n_tasks=50,
     tags=("elementwise",),
 )

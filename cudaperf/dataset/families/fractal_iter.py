@@ -277,6 +277,6 @@ FAMILY = Family(
     name="fractal_iter",
     description="escape-time iteration counts of Mandelbrot/Julia/burning-ship/tricorn/multibrot sets (double, no FMA)",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("compute-bound", "integer", "fractal"),
 )

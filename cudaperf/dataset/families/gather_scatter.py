@@ -293,6 +293,6 @@ FAMILY = Family(
     name="gather_scatter",
     description="gathers y[i] = f(x[idx[i]]) and permutation scatters y[idx[i]] = f(x[i]) with heavy f",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("indirect", "memory-bound"),
 )

@@ -305,6 +305,6 @@ FAMILY = Family(
     name="histogram",
     description="histograms of hashed integer keys or quantized floats into 16..4096 bins",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("histogram", "integer"),
 )

@@ -337,6 +337,6 @@ FAMILY = Family(
     name="image_filter",
     description="2-D box/Gaussian/sharpen/emboss filters (3x3..7x7) on float or unsigned char images, clamped borders",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("stencil", "image"),
 )

@@ -262,6 +262,6 @@ FAMILY = Family(
     name="int_hash_rounds",
     description="per-element integer mixing: R rounds of xorshift/multiply-rotate/collatz-like steps (uint32/uint64)",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("elementwise", "integer", "compute-bound"),
 )

@@ -269,6 +269,6 @@ FAMILY = Family(
     name="matmul",
     description="C = A B (optionally scaled by alpha and accumulated with beta C), row-major, float/double",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("dense",),
 )

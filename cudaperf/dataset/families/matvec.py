@@ -291,6 +291,6 @@ FAMILY = Family(
     name="matvec",
     description="iterated y <- s A y or s A^T y (optionally alpha * ... + b) on square row-major matrices",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("dense",),
 )

@@ -350,6 +350,6 @@ FAMILY = Family(
     name="mean_variance",
     description="per-segment (fixed, CSR or whole-array) mean and variance of f(x), two-pass / Welford / sum-sumsq",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("reduction",),
 )

@@ -387,6 +387,6 @@ FAMILY = Family(
     name="minmax_reduce",
     description="max / min / argmax / argmin (lowest index on ties) of exact keys over float, double and integer arrays",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("reduction",),
 )

@@ -318,6 +318,6 @@ FAMILY = Family(
     name="monte_carlo",
     description="Monte Carlo estimates (quarter-ball hits, integrals, option prices) from a counter-based RNG",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("compute-bound", "monte-carlo", "reduction"),
 )

@@ -410,6 +410,6 @@ FAMILY = Family(
     name="nbody",
     description="all-pairs softened gravity: accelerations (SoA) or a few kick-drift steps (AoS), float/double",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("n-body", "compute-bound"),
 )

@@ -314,6 +314,6 @@ FAMILY = Family(
     name="pixel_ops",
     description="chained per-pixel RGB colour operations (LUT gamma, contrast, colour matrix, gray, threshold)",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("image", "integer"),
 )

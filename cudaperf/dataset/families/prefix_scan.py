@@ -379,6 +379,6 @@ FAMILY = Family(
     name="prefix_scan",
     description="inclusive/exclusive prefix sums of hashed integer inputs (int, long long, wrapping unsigned)",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("scan", "integer"),
 )

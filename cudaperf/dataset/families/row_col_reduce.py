@@ -391,6 +391,6 @@ FAMILY = Family(
     name="row_col_reduce",
     description="row / column sums, means and maxima of f(x) over an m x k matrix (float/double, double accumulation)",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("reduction",),
 )

@@ -342,6 +342,6 @@ FAMILY = Family(
     name="row_softmax",
     description="per-row softmax / log-softmax / logsumexp of an m x k matrix (float/double)",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("reduction",),
 )

@@ -304,6 +304,6 @@ FAMILY = Family(
     name="run_length",
     description="segmented reductions (sum/max/min/count of hashed values) over CSR offsets",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("segmented", "integer"),
 )

@@ -291,6 +291,6 @@ FAMILY = Family(
     name="segment_sort",
     description="sort fixed-length segments (L = 32..2048, int or float keys) ascending",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("sort",),
 )

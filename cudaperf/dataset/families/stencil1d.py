@@ -334,6 +334,6 @@ FAMILY = Family(
     name="stencil1d",
     description="T Jacobi steps of a radius-r 1-D stencil with fixed boundary values (float/double)",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("stencil",),
 )

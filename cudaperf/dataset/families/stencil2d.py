@@ -253,6 +253,6 @@ FAMILY = Family(
     name="stencil2d",
     description="T Jacobi steps of a 5- or 9-point 2-D stencil with a fixed boundary ring (float/double)",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("stencil",),
 )

@@ -294,6 +294,6 @@ FAMILY = Family(
     name="stencil3d",
     description="A few Jacobi steps of a 7- or 27-point 3-D stencil with fixed faces (float/double)",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("stencil",),
 )

@@ -313,6 +313,6 @@ FAMILY = Family(
     name="stream_compact",
     description="order-preserving stream compaction with per-task predicates; count returned, tail zeroed",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("compaction",),
 )

@@ -262,6 +262,6 @@ FAMILY = Family(
     name="string_match",
     description="count exact / wildcard / Hamming-distance pattern occurrences in a text over a small alphabet",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("string", "integer"),
 )

@@ -397,6 +397,6 @@ FAMILY = Family(
     name="sum_reduce",
     description="sum of f(x[i]) over float (double accumulation), double or int (long long) arrays",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("reduction",),
 )

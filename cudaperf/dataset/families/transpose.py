@@ -234,6 +234,6 @@ FAMILY = Family(
     name="transpose",
     description="out = f(in)^T for row-major matrices: copies, scalings, type conversions, small maps",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("memory-bound",),
 )

@@ -269,6 +269,6 @@ FAMILY = Family(
     name="wavefront_dp",
     description="batched edit distance / LCS / Needleman-Wunsch / Smith-Waterman over many string pairs",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("dynamic-programming", "integer"),
 )
