@@ -15,15 +15,9 @@ from cudaperf.dataset.pytorch_families.blocks import col_reduce, layer_norm, lin
 from cudaperf.dataset.pytorch_families.common import task_id  # noqa: E402
 from cudaperf.harness.static_checks import strip_comments_and_strings  # noqa: E402
 from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
-from cudaperf.tasks.pytorch import degenerate_reasons  # noqa: E402
+from cudaperf.tasks.pytorch import degenerate_reasons, problem_namespace  # noqa: E402
 
 FAMILIES = [linear_act, layer_norm, col_reduce]
-
-
-def _namespace(source: str) -> dict:
-    ns: dict = {"__name__": "problem"}
-    exec(compile(source, "<problem>", "exec"), ns)
-    return ns
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -51,7 +45,7 @@ def test_problems_are_deterministic_by_index(family):
                                            (layer_norm, ["ln.weight", "ln.bias"]), (col_reduce, [])])
 def test_parameters_arrive_in_the_order_the_kernels_read_them(family, params):
     g = family(0)
-    ns = _namespace(g.task.source)
+    ns = problem_namespace(g.task)
     model = ns["Model"](*ns["get_init_inputs"]())
     assert [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()] == params
     if family is linear_act:
@@ -61,7 +55,7 @@ def test_parameters_arrive_in_the_order_the_kernels_read_them(family, params):
 
 
 def test_layer_norm_affine_parameters_are_drawn_deterministically():
-    ns = _namespace(layer_norm(0).task.source)
+    ns = problem_namespace(layer_norm(0).task)
     torch.manual_seed(0)
     m1 = ns["Model"](*ns["get_init_inputs"]())
     torch.manual_seed(1)
@@ -69,7 +63,7 @@ def test_layer_norm_affine_parameters_are_drawn_deterministically():
     assert torch.equal(m1.ln.weight, m2.ln.weight) and torch.equal(m1.ln.bias, m2.ln.bias)
     assert not torch.equal(m1.ln.weight, torch.ones_like(m1.ln.weight))
     assert float(m1.ln.bias.detach().abs().max()) > 0.1
-    other = _namespace(layer_norm(1).task.source)["Model"]()
+    other = problem_namespace(layer_norm(1).task)["Model"]()
     assert not torch.equal(m1.ln.weight[:16], other.ln.weight[:16])
 
 

@@ -15,21 +15,16 @@ torch = pytest.importorskip("torch")
 from cudaperf.dataset.pytorch_families.fused import gelu_mlp, group_norm, scaled_dot_attention  # noqa: E402
 from cudaperf.harness.static_checks import strip_comments_and_strings  # noqa: E402
 from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
+from cudaperf.tasks.pytorch import problem_namespace  # noqa: E402
 
 FAMILIES = [gelu_mlp, group_norm, scaled_dot_attention]
-
-
-def _namespace(source: str) -> dict:
-    ns: dict = {"__name__": "problem"}
-    exec(compile(source, "<problem>", "exec"), ns)
-    return ns
 
 
 @pytest.mark.parametrize("family,params", [(gelu_mlp, ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]),
                                            (group_norm, ["gn.weight", "gn.bias"]), (scaled_dot_attention, [])])
 def test_parameters_arrive_in_the_order_the_kernels_read_them(family, params):
     g = family(0)
-    ns = _namespace(g.task.source)
+    ns = problem_namespace(g.task)
     model = ns["Model"](*ns["get_init_inputs"]())
     assert [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()] == params
     if family is gelu_mlp:
@@ -39,7 +34,7 @@ def test_parameters_arrive_in_the_order_the_kernels_read_them(family, params):
 
 
 def test_group_norm_affine_parameters_are_drawn_deterministically():
-    ns = _namespace(group_norm(0).task.source)
+    ns = problem_namespace(group_norm(0).task)
     torch.manual_seed(0)
     m1 = ns["Model"](*ns["get_init_inputs"]())
     torch.manual_seed(1)
@@ -71,7 +66,7 @@ def test_float64_reference_is_within_the_tolerance(family):
     summation order (the variants') on top of the reference's."""
     for index in (0, 1):
         g = family(index)
-        ns = _namespace(g.task.source)
+        ns = problem_namespace(g.task)
         torch.manual_seed(1234)
         model = ns["Model"](*ns["get_init_inputs"]()).eval()
         torch.manual_seed(0)

@@ -18,18 +18,13 @@ from cudaperf.dataset.pytorch_families.losses import (cross_entropy_loss, embedd
                                                       masked_softmax)
 from cudaperf.harness.static_checks import strip_comments_and_strings  # noqa: E402
 from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
+from cudaperf.tasks.pytorch import problem_namespace  # noqa: E402
 
 FAMILIES = [cross_entropy_loss, masked_softmax, embedding_bag_mean]
 
 
-def _namespace(source: str) -> dict:
-    ns: dict = {"__name__": "problem"}
-    exec(compile(source, "<problem>", "exec"), ns)
-    return ns
-
-
 def _inputs(g, batch: int | None = None, seed: int = 0) -> list:
-    ns = _namespace(g.task.source)
+    ns = problem_namespace(g.task)
     if batch is not None:
         ns["batch_size"] = batch
     torch.manual_seed(seed)
@@ -44,7 +39,7 @@ def _first(family, pred) -> int:
                                            (embedding_bag_mean, ["bag.weight"])])
 def test_parameters_arrive_in_the_order_the_kernels_read_them(family, params):
     g = family(0)
-    ns = _namespace(g.task.source)
+    ns = problem_namespace(g.task)
     model = ns["Model"](*ns["get_init_inputs"]())
     assert [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()] == params
     if family is embedding_bag_mean:
@@ -61,7 +56,7 @@ def test_cross_entropy_covers_both_reductions_and_draws_targets_in_range():
         logits, target = _inputs(g, batch=37)
         assert target.dtype == torch.int64 and tuple(target.shape) == (37,)
         assert int(target.min()) >= 0 and int(target.max()) < g.params["classes"]
-        y = _namespace(g.task.source)["Model"]()(logits, target)
+        y = problem_namespace(g.task)["Model"]()(logits, target)
         assert tuple(y.shape) == (() if reduction == "mean" else (37,))
         tol = g.task.tolerance.fp32
         assert tol == ((1e-5, 1e-5) if reduction == "mean" else (1e-4, 1e-4))
@@ -100,13 +95,13 @@ def test_masked_softmax_masks_keep_an_element_in_every_row():
                 assert mask.dtype == getattr(torch, dtype) and mask.shape == x.shape
                 assert bool((mask != 0).any(dim=-1).all()), g.params  # no row is all -inf
                 assert float((mask != 0).float().mean()) < 0.95  # the mask does mask
-                y = _namespace(g.task.source)["Model"]()(x, mask)
+                y = problem_namespace(g.task)["Model"]()(x, mask)
                 assert bool(torch.isfinite(y).all()) and bool((y[mask == 0] == 0).all())
 
 
 def test_embedding_bag_table_is_drawn_deterministically_and_indices_in_range():
     g = embedding_bag_mean(0)
-    ns = _namespace(g.task.source)
+    ns = problem_namespace(g.task)
     torch.manual_seed(0)
     m1 = ns["Model"](*ns["get_init_inputs"]())
     torch.manual_seed(1)
@@ -128,7 +123,7 @@ def test_float64_reference_is_within_the_tolerance(family, index):
     """The problem's own float32 output against a float64 evaluation (the integer and mask inputs left as they
     are): the tolerance leaves room for another summation order (the variants') on top of the reference's."""
     g = family(index)
-    ns = _namespace(g.task.source)
+    ns = problem_namespace(g.task)
     torch.manual_seed(1234)
     model = ns["Model"](*ns["get_init_inputs"]()).eval()
     torch.manual_seed(0)

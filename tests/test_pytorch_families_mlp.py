@@ -15,14 +15,9 @@ torch = pytest.importorskip("torch")
 from cudaperf.dataset.pytorch_families.mlp import conv1d_causal, rotary_embedding, swiglu_mlp  # noqa: E402
 from cudaperf.harness.static_checks import strip_comments_and_strings  # noqa: E402
 from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
+from cudaperf.tasks.pytorch import problem_namespace  # noqa: E402
 
 FAMILIES = [swiglu_mlp, conv1d_causal, rotary_embedding]
-
-
-def _namespace(source: str) -> dict:
-    ns: dict = {"__name__": "problem"}
-    exec(compile(source, "<problem>", "exec"), ns)
-    return ns
 
 
 def _first(family, pred):
@@ -36,7 +31,7 @@ def _first(family, pred):
     (rotary_embedding, None, ["inv_freq"])])
 def test_parameters_arrive_in_the_order_the_kernels_read_them(family, bias, params):
     g = _first(family, lambda p: bias is None or p["bias"] == bias)
-    ns = _namespace(g.task.source)
+    ns = problem_namespace(g.task)
     model = ns["Model"](*ns["get_init_inputs"]())
     assert [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()] == params
     shapes = [tuple(t.shape) for _, t in [*model.named_parameters(), *model.named_buffers()]]
@@ -72,7 +67,7 @@ def test_conv1d_problems_cover_taps_lengths_and_the_constant_bank():
 def test_conv1d_is_causal_with_the_taps_the_kernels_assume():
     """y[l] = b + sum_k w[k] x[l - (K - 1) + k]: the Model's convolution, cut to L, is that sum."""
     g = conv1d_causal(0)
-    ns = _namespace(g.task.source)
+    ns = problem_namespace(g.task)
     torch.manual_seed(1234)
     model = ns["Model"](*ns["get_init_inputs"]()).double().eval()
     torch.manual_seed(0)
@@ -101,7 +96,7 @@ def test_rope_problems_cover_both_layouts_and_vector_widths():
 def test_rope_rotates_the_pairs_the_kernels_assume(interleaved):
     """Pair p is (2p, 2p + 1) when interleaved, (p, p + D/2) otherwise, rotated by float32(pos) * inv_freq[p]."""
     g = _first(rotary_embedding, lambda p: p["interleaved"] == interleaved)
-    ns = _namespace(g.task.source)
+    ns = problem_namespace(g.task)
     model = ns["Model"]().eval()
     torch.manual_seed(0)
     ns["batch_size"] = 1
@@ -130,7 +125,7 @@ def test_rope_float32_cos_sin_are_within_ulps_of_the_exact_ones():
     of that angle (as sincosf is on the GPU), even at angles of thousands of radians."""
     for i in range(4):
         g = rotary_embedding(i)
-        ns = _namespace(g.task.source)
+        ns = problem_namespace(g.task)
         model = ns["Model"]()
         pos = torch.arange(0, g.params["max_pos"], 7)
         ang = pos.to(torch.float32)[:, None] * model.inv_freq[None, :]
@@ -146,7 +141,7 @@ def test_float64_reference_is_within_the_tolerance(family):
     float64 depthwise convolution is slow."""
     for index in (0, 1):
         g = family(index)
-        ns = _namespace(g.task.source)
+        ns = problem_namespace(g.task)
         ns["batch_size"] = 1  # get_inputs reads the module global, as in the harness's second size
         torch.manual_seed(1234)
         model = ns["Model"](*ns["get_init_inputs"]()).eval()

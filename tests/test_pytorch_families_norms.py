@@ -17,18 +17,13 @@ torch = pytest.importorskip("torch")
 from cudaperf.dataset.pytorch_families.norms import batch_norm_eval, l2_normalize_rows, rms_norm  # noqa: E402
 from cudaperf.harness.static_checks import strip_comments_and_strings  # noqa: E402
 from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
+from cudaperf.tasks.pytorch import problem_namespace  # noqa: E402
 
 FAMILIES = [rms_norm, l2_normalize_rows, batch_norm_eval]
 
 
-def _namespace(source: str) -> dict:
-    ns: dict = {"__name__": "problem"}
-    exec(compile(source, "<problem>", "exec"), ns)
-    return ns
-
-
 def _model_and_inputs(g, init_seed: int = 1234, input_seed: int = 0):
-    ns = _namespace(g.task.source)
+    ns = problem_namespace(g.task)
     torch.manual_seed(init_seed)
     model = ns["Model"](*ns["get_init_inputs"]()).eval()
     torch.manual_seed(input_seed)

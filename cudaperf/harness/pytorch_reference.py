@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-from cudaperf.tasks.pytorch import PRECISION_POLICY, PyTorchTask
+from cudaperf.tasks.pytorch import PRECISION_POLICY, PyTorchTask, problem_namespace
 
 INIT_SEED = 1234
 """The seed under which ``Model(*get_init_inputs())`` is built (the candidate's module is built under it too)."""
@@ -108,7 +108,7 @@ class _ModelHolder:
 
         with self._lock:
             if self._model is None:
-                ns = _namespace(prepared.task)
+                ns = problem_namespace(prepared.task)
                 pin_precision()
                 torch.manual_seed(INIT_SEED)
                 self._model = ns["Model"](*prepared.init_inputs).to(prepared.device).eval()
@@ -151,12 +151,6 @@ def pin_precision() -> None:
     torch.backends.cudnn.allow_tf32 = False
 
 
-def _namespace(task: PyTorchTask) -> dict[str, Any]:
-    ns: dict[str, Any] = {"__name__": f"cudaperf_problem_{task.id}"}
-    exec(compile(task.source, task.path or task.id, "exec"), ns)
-    return ns
-
-
 def _as_tuple(out: Any) -> tuple[Any, ...]:
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
@@ -174,7 +168,7 @@ def prepare_pytorch(task: PyTorchTask, seed: int, *, n_trials: int = 3, device: 
 
     if n_trials < 2:
         raise ValueError("n_trials must be >= 2 (outputs of two different inputs are compared)")
-    ns = _namespace(task)
+    ns = problem_namespace(task)
     pin_precision()
     with step():
         torch.manual_seed(INIT_SEED)
@@ -329,7 +323,7 @@ def time_reference(prepared: PreparedPyTorch, *, compiled: bool = False, min_rep
     if not torch.cuda.is_available():
         raise RuntimeError("the PyTorch baselines are timed on a CUDA device; none is visible")
     pin_precision()
-    ns = _namespace(prepared.task)
+    ns = problem_namespace(prepared.task)
     torch.manual_seed(INIT_SEED)
     model = ns["Model"](*prepared.init_inputs).cuda().eval()
     fn = torch.compile(model) if compiled else model

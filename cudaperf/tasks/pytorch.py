@@ -176,11 +176,18 @@ def degenerate_reasons(task: PyTorchTask, seeds: tuple[int, int] = (0, 1), devic
     return reasons
 
 
+def problem_namespace(task: PyTorchTask) -> dict:
+    """The problem's module namespace (``Model``, ``get_inputs``, ``get_init_inputs``): its source executed. Trusted
+    code only (a task's problem, never a candidate)."""
+    ns: dict = {"__name__": f"cudaperf_problem_{task.id}"}
+    exec(compile(task.source, task.path or task.id, "exec"), ns)
+    return ns
+
+
 def _run_fixed_model(task: PyTorchTask, seeds: tuple[int, int], device: str):
     import torch
 
-    ns: dict = {"__name__": f"cudaperf_problem_{task.id}"}
-    exec(compile(task.source, task.path or task.id, "exec"), ns)
+    ns = problem_namespace(task)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(1234)
