@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(256) ce_warp_online(const float* __restrict__ 
     }
 }
 """
-_CE_BLOCK_TREE = """
+_BLOCK_MAX = """
 template <int B>
 __device__ float block_max(float v, float* sh) {
     sh[threadIdx.x] = v;
@@ -201,7 +201,8 @@ __device__ float block_max(float v, float* sh) {
     __syncthreads();
     return r;
 }
-
+"""
+_CE_BLOCK_TREE = _BLOCK_MAX + """
 /* a block of 256 per row: the max and the sum of exponentials through shared-memory trees */
 __global__ void __launch_bounds__(256) ce_block_tree(const float* __restrict__ x, const long long* __restrict__ t,
                                                      float* __restrict__ loss, int C) {
@@ -418,20 +419,6 @@ __device__ __forceinline__ float block_sum_w(float v, float* part) {
     __syncthreads();
     float r = part[0];
     for (int i = 1; i < NW; ++i) r += part[i];
-    __syncthreads();
-    return r;
-}
-"""
-_BLOCK_MAX = """
-template <int B>
-__device__ float block_max(float v, float* sh) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = B / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
-        __syncthreads();
-    }
-    const float r = sh[0];
     __syncthreads();
     return r;
 }
