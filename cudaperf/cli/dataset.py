@@ -315,8 +315,9 @@ def dataset_supersede(
 
 @dataset_app.command("add-candidates")
 def dataset_add_candidates(
-    file: Path = typer.Argument(..., help="A .jsonl of {task_id, name, code or completion, tags?} rows (e.g. "
-                                "model-generated variants)."),
+    file: Path = typer.Argument(..., help="A .jsonl of {task_id, name, code or completion, tags?} rows, or the "
+                                "directory of a `cudaperf eval` run on the dataset's tasks (every answer with code "
+                                "becomes a candidate of origin 'model', its policy, run, sample and turn recorded)."),
     dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
     measure_now: bool = typer.Option(False, "--measure", help="Measure the new candidates right away on the "
                                      "local GPUs, as untrusted code: one process at a time, in the sandbox."),
@@ -324,14 +325,24 @@ def dataset_add_candidates(
                                                 "candidate after this many minutes (`dataset measure "
                                                 "--external-only` goes on)."),
 ) -> None:
-    """Add external candidates to the dataset (origin "external"), in the same format as the family variants:
-    a row's code (or a model's whole completion, from which the code is extracted) is stored as given, and
-    measured like any candidate, with the task's hidden tests and timing against its baseline."""
-    from cudaperf.dataset.external import AddError, add_candidates
+    """Add candidates from outside the families: a file of rows (origin "external"; a row's code, or a model's
+    whole completion from which the code is extracted, is stored as given), or a model's answers from an eval run
+    (origin "model"): `cudaperf eval --tasks train:c --samples 10 --turns 1 --dataset DIR -o RUN`, then
+    `cudaperf dataset add-candidates RUN -d DIR`. They are measured like any candidate, with the task's hidden
+    tests and timing against its baseline, as untrusted code."""
+    from cudaperf.dataset.external import AddError, add_candidates, add_from_eval_run
 
     ds = _open_dataset(dataset)
     try:
-        added = add_candidates(ds, file)
+        if file.is_dir():
+            got = add_from_eval_run(ds, file)
+            added = got.added
+            other = sum(got.other_tasks.values())
+            err.print(f"{got.answers} answers in {file}: {len(added)} added, {got.duplicates} with code the task "
+                      f"has already, {got.no_code} without code, {got.already} added before"
+                      + (f", {other} to {len(got.other_tasks)} tasks not in this dataset" if other else ""))
+        else:
+            added = add_candidates(ds, file)
     except AddError as exc:
         _fail(str(exc))
     version = ds.save()

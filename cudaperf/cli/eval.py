@@ -22,7 +22,9 @@ EVAL_TASKS_HELP = ("Task set: 'small' (12 held-out C tasks; default), 'test[:c|:
                    "by task), 'test-family[:c|:pytorch]' (by family), 'babeltower[:PATH]' (its defective tasks "
                    "excluded and listed), 'kernelbench:DIR', 'pytorch' (the project's PyTorch problems), "
                    "'builtin' (the bundled examples), 'text' (Text2CUDA: descriptions and interfaces, the C reference "
-                   "hidden) / 'text-as-c' (the same tasks as C-to-CUDA), or a task file / directory.")
+                   "hidden) / 'text-as-c' (the same tasks as C-to-CUDA), 'train[:c|:pytorch]' (the training split, "
+                   "every task: for writing variants that `cudaperf dataset add-candidates RUN_DIR` adds), or a "
+                   "task file / directory.")
 
 
 def register(app: typer.Typer) -> None:
@@ -62,6 +64,9 @@ def eval_progress(total: int | None):
 def eval_command(
     policy: str = typer.Option("embedded", "--policy", "-p", help=POLICY_HELP),
     tasks: str = typer.Option("small", "--tasks", "-t", help=EVAL_TASKS_HELP),
+    dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help="The dataset directory whose splits "
+                                           "'small', 'test', 'test-family' and 'train' name (default: the one "
+                                           "shipped in the package)."),
     samples: int = typer.Option(5, "--samples", "-n", help="Samples (trajectories) per task."),
     turns: int = typer.Option(3, "--turns", "-T", help="Refinement turns per sample (the paper uses up to 5)."),
     out: Path = typer.Option(Path("runs/eval"), "--out", "-o", help="Run directory: every turn is appended as it "
@@ -142,7 +147,7 @@ def eval_command(
         _fail("no NVIDIA GPU is visible (nvidia-smi lists none): cudaperf eval runs every answer on a GPU. "
               "Run on a machine with one, or pass --compile-only to judge static checks and compilation only.")
     try:
-        ts = select(load_taskset(tasks), limit=limit,
+        ts = select(load_taskset(tasks, dataset), limit=limit,
                     task_ids=[t.strip() for t in task_ids.split(",") if t.strip()] if task_ids else None)
     except TaskError as exc:
         _fail(str(exc))
@@ -194,7 +199,8 @@ def eval_command(
     with eval_progress(total) as progress:
         try:
             summary = run_eval(pol, ts, out, options, harness_settings=harness, progress=progress, executor=ex,
-                               settings_record={"policy_spec": policy, "executor": ex.name, "concurrency": concurrency,
+                               settings_record={"policy_spec": policy, "dataset": str(dataset) if dataset else None,
+                                                "executor": ex.name, "concurrency": concurrency,
                                                 "batch_size": batch_size, "context_tokens": context_tokens,
                                                 "static_cache": static_cache,
                                                 "summarizer": summarizer,

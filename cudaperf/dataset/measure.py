@@ -103,7 +103,8 @@ def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, rem
     ``extend_sample_run`` grows an earlier sample with the dataset: the tasks that run measured count as part of
     the sample, and only tasks drawn (with ``seed``) from the others are returned, as many as bring the sample to
     ``sample_tasks`` of the selected tasks. The same dataset and seed give the same extension, run after run.
-    ``origin`` ("family" or "external") keeps only the family variants or only the candidates added from outside.
+    ``origin`` ("family" or "external") keeps only the family variants or only the candidates added from outside
+    (origin ``external`` or ``model``).
     ``below_pooled_runs`` keeps only the valid candidates whose label rests on fewer runs than that
     (:func:`label_runs`): the re-measurements that bring every label to a given precision."""
     from cudaperf.dataset.conditioning import load_conditioning
@@ -112,7 +113,7 @@ def select_candidates(ds: Dataset, *, families: Sequence[str] | None = None, rem
     ill = set() if include_ill_conditioned else set(load_conditioning(ds))
     cands = [c for c in ds.candidates if (families is None or c["family"] in families)
              and (candidate_ids is None or c["candidate_id"] in candidate_ids) and c["task_id"] not in ill
-             and (origin is None or c.get("origin", "family") == origin)]
+             and (origin is None or ((c.get("origin") or "family") == "family") == (origin == "family"))]
     cands = [c for c in cands if (c["candidate_id"] in measured) == remeasure]
     if below_pooled_runs is not None:
         cs = candidate_summary(ds)

@@ -3,7 +3,8 @@
     DIR/tasks.parquet         one row per task: id, family, index, task (the task record as JSON, with the
                               reference), params (JSON), split_task (train/val/test), split_family (train/test)
     DIR/candidates.parquet    one row per CUDA candidate: candidate_id (TASK/NAME), task_id, family, name, tags,
-                              origin (family | external), code, code_sha256
+                              origin (family | external | model), code, code_sha256, source (an added
+                              candidate's provenance: for a model's, the policy, run, sample and turn)
     DIR/measurements.parquet  one row per measurement of a candidate: run_id, status, correct, stage, failure,
                               pass_fraction, speedup, candidate/baseline median and cv, kernels, the environment
     DIR/manifest.json         the version (a content hash of the three tables), counts, split and filter rules
@@ -32,6 +33,7 @@ TASK_SCHEMA = pa.schema([
 CANDIDATE_SCHEMA = pa.schema([
     ("candidate_id", pa.string()), ("task_id", pa.string()), ("family", pa.string()), ("name", pa.string()),
     ("tags", pa.list_(pa.string())), ("origin", pa.string()), ("code", pa.string()), ("code_sha256", pa.string()),
+    ("source", pa.string()),
 ])
 MEASUREMENT_SCHEMA = pa.schema([
     ("candidate_id", pa.string()), ("task_id", pa.string()), ("code_sha256", pa.string()), ("run_id", pa.string()),
@@ -46,10 +48,10 @@ MEASUREMENT_SCHEMA = pa.schema([
     ("baseline_best_window_ms", pa.float64()), ("candidate_best_window_ms", pa.float64()),
 ])
 
-OPTIONAL_COLUMNS = {"seed", "cpu", "superseded", "compiled_baseline_median_ms", "baseline_compute_ms",
+OPTIONAL_COLUMNS = {"source", "seed", "cpu", "superseded", "compiled_baseline_median_ms", "baseline_compute_ms",
                     "baseline_memory_ms", "baseline_steal_frac", "baseline_best_window_ms",
                     "candidate_best_window_ms"}
-HASHED_WHEN_SET = {"baseline_compute_ms", "baseline_memory_ms", "baseline_steal_frac", "baseline_best_window_ms",
+HASHED_WHEN_SET = {"source", "baseline_compute_ms", "baseline_memory_ms", "baseline_steal_frac", "baseline_best_window_ms",
                    "candidate_best_window_ms"}
 """Columns added after versions were published: an empty one is left out of a row's hash, so that adding the
 column does not change the version of a dataset whose rows do not use it."""

@@ -6,6 +6,9 @@
 ``test``               the built-in dataset's held-out tasks by task (kept by the paper's filter), C and PyTorch;
                        ``test:c`` / ``test:pytorch`` for one kind
 ``test-family``        the held-out families' tasks (families never seen in training); ``:c`` / ``:pytorch`` too
+``train``              the training split by task, every task (the paper's filter not applied: tasks it drops are
+                       the ones model-written variants can help); ``:c`` / ``:pytorch`` too. For generating
+                       variants (``cudaperf dataset add-candidates RUN_DIR``), not for measuring a policy
 ``babeltower[:PATH]``  BabelTower's 233 kernels, less its documented defective tasks (listed in the run)
 ``kernelbench:DIR``    a KernelBench checkout's problems (``DIR`` = the checkout, its ``KernelBench`` folder or one
                        ``levelN`` folder); the level is read from the path
@@ -61,19 +64,23 @@ class TaskSet:
     excluded: dict[str, str] = field(default_factory=dict)
 
 
-def _dataset_set(spec: str, column: str, kind: str | None, limit_spread: int | None = None) -> TaskSet:
+def _dataset_set(spec: str, column: str, kind: str | None, limit_spread: int | None = None,
+                 dataset: Path | None = None, split: str = "test") -> TaskSet:
     from cudaperf.dataset.build import dataset_tasks
     from cudaperf.dataset.measure import candidate_summary, task_filter
     from cudaperf.dataset.store import Dataset, default_dataset_dir
 
-    ds = Dataset.load(default_dataset_dir())
-    verdict = task_filter(ds, candidate_summary(ds))
+    ds = Dataset.load(dataset or default_dataset_dir())
     tasks = dataset_tasks(ds)
-    rows = [t for t in ds.tasks if t[column] == "test"]
+    rows = [t for t in ds.tasks if t[column] == split]
     if kind == "c":
         rows = [t for t in rows if not t["family"].startswith("pt_")]
     elif kind == "pytorch":
         rows = [t for t in rows if t["family"].startswith("pt_")]
+    if split == "train":  # every training task: those the filter drops lack variants that a model could add
+        verdict = {t["id"]: "kept" for t in rows}
+    else:
+        verdict = task_filter(ds, candidate_summary(ds))
     excluded = {t["id"]: f"dropped by the dataset's filter: {verdict[t['id']]}" for t in rows
                 if verdict.get(t["id"]) != "kept"}
     rows = sorted((t for t in rows if verdict.get(t["id"]) == "kept"), key=lambda t: (t["family"], t["id"]))
@@ -88,7 +95,7 @@ def _dataset_set(spec: str, column: str, kind: str | None, limit_spread: int | N
                     picked.append(by_fam[fam].pop(0))
         rows = sorted(picked, key=lambda t: (t["family"], t["id"]))
         excluded = {}
-    bench = "c_test_family" if column == "split_family" else "c_test"
+    bench = "c_train" if split == "train" else "c_test_family" if column == "split_family" else "c_test"
     if kind == "pytorch":
         bench = bench.replace("c_", "pytorch_")
     elif kind is None and any(t["family"].startswith("pt_") for t in rows):
@@ -113,17 +120,22 @@ def _kernelbench_level(path: str) -> str | None:
     return f"level{m.group(1)}" if m else None
 
 
-def load_taskset(spec: str) -> TaskSet:
-    """The tasks of ``spec`` (see the module docstring); TaskError with what is wrong and what is accepted."""
+def load_taskset(spec: str, dataset: Path | None = None) -> TaskSet:
+    """The tasks of ``spec`` (see the module docstring); TaskError with what is wrong and what is accepted.
+    ``dataset``: the dataset directory whose splits ``small``, ``test``, ``test-family`` and ``train`` name
+    (default: the one shipped in the package)."""
     name, _, arg = spec.partition(":")
+    if dataset is not None and not (Path(dataset) / "tasks.parquet").exists():
+        raise TaskError(f"--dataset {dataset}: no dataset there ({Path(dataset) / 'tasks.parquet'} is missing)")
     if name == "small" and arg.isdigit():
-        return _dataset_set(spec, "split_task", "c", limit_spread=int(arg))
-    if name in ("small", "test", "test-family"):
+        return _dataset_set(spec, "split_task", "c", limit_spread=int(arg), dataset=dataset)
+    if name in ("small", "test", "test-family", "train"):
         if arg not in ("", "c", "pytorch"):
             raise TaskError(f"--tasks {spec}: after '{name}:' give 'c' or 'pytorch'")
         if name == "small":
-            return _dataset_set(spec, "split_task", arg or "c", limit_spread=SMALL_N_TASKS)
-        return _dataset_set(spec, "split_task" if name == "test" else "split_family", arg or None)
+            return _dataset_set(spec, "split_task", arg or "c", limit_spread=SMALL_N_TASKS, dataset=dataset)
+        return _dataset_set(spec, "split_family" if name == "test-family" else "split_task", arg or None,
+                            dataset=dataset, split="train" if name == "train" else "test")
     if name == "babeltower" or spec.endswith("unit_total_eval_cases.jsonl"):
         from cudaperf.tasks.babeltower import find_babeltower, load_babeltower
 
@@ -166,7 +178,7 @@ def load_taskset(spec: str) -> TaskSet:
     path = Path(spec)
     if not path.exists():
         raise TaskError(f"--tasks {spec}: not a task set (small, test[:c|:pytorch], test-family[:c|:pytorch], "
-                        "babeltower[:PATH], kernelbench:DIR, pytorch, builtin, text, text-as-c) and no such file or directory")
+                        "train[:c|:pytorch], babeltower[:PATH], kernelbench:DIR, pytorch, builtin, text, text-as-c) and no such file or directory")
     if path.suffix == ".py" or (path.is_dir() and not (path / "task.json").exists()
                                 and any(path.rglob("*.py")) and not any(path.glob("*.jsonl"))):
         from cudaperf.tasks.pytorch import load_pytorch_tasks
