@@ -9,7 +9,10 @@ Arms (``HarnessSettings``): ``serial`` (a candidate's process starts once the pr
 judged), ``overlap_judging`` (once it is gone; judging overlaps), ``overlap_runs`` (the default since session 25: once it is
 released, its exit and judging overlap the next one's start and tests; timing still waits until it is gone),
 ``overlap_runs_5`` (the same, timing each answer with the paper's five runs instead of ``--max-reps``: an RL step
-that needs speedups, not a report). Arms alternate ``--repeats``
+that needs speedups, not a report), ``dataset`` (``cudaperf dataset measure``'s settings, ``MEASURE_SETTINGS``: a
+task's candidates alive together, three interleaved windows each; trusted code only, as the dataset's variants are)
+and ``dataset_together`` (the same, the task's processes started at once: ``HarnessSettings.start_together``).
+Arms alternate ``--repeats``
 times; each gets the same answers, each made a new source by a nonce (every one goes through nvcc, as a policy's
 samples would).
 
@@ -34,7 +37,8 @@ from pathlib import Path
 
 ARMS = {"serial": {"overlap_runs": False}, "overlap_judging": {"overlap_judging": True, "overlap_runs": False},
         "overlap_runs": {"overlap_runs": True},
-        "overlap_runs_5": {"overlap_runs": True, "min_reps": 5, "max_reps": 5}}
+        "overlap_runs_5": {"overlap_runs": True, "min_reps": 5, "max_reps": 5},
+        "dataset": {"measure": True}, "dataset_together": {"measure": True, "start_together": True}}
 PHASES = ("setup_s", "tests_s", "windows_s", "close_s", "exit_s", "judge_s", "run_s", "compile_s")
 
 
@@ -102,6 +106,7 @@ def main() -> None:
         ap.error(f"--arms: unknown {sorted(unknown)}" if unknown else "--arms: none given")
     args.out.mkdir(parents=True, exist_ok=True)
 
+    from cudaperf.dataset.measure import MEASURE_SETTINGS
     from cudaperf.env.evaluator import Evaluator
     from cudaperf.harness.settings import HarnessSettings
 
@@ -116,7 +121,9 @@ def main() -> None:
                      for t in tasks for i, c in enumerate(codes[t.id])]
             store = args.out / f"store_{name}_{rep}.jsonl"
             store.unlink(missing_ok=True)
-            ev = Evaluator(tasks, store, settings=replace(base, **ARMS[name]))
+            arm = dict(ARMS[name])
+            ev = Evaluator(tasks, store, settings=replace(MEASURE_SETTINGS if arm.pop("measure", False) else base,
+                                                          **arm))
             t0 = time.monotonic()
             res = ev.evaluate(items)
             wall = time.monotonic() - t0

@@ -111,3 +111,32 @@ def test_recheck_gate_lets_rechecks_go_in_batches_then_all():
     after.join(5)
     assert sorted(passed) == [0, 1, 2, 3, 4]
     assert not late.is_alive() and not after.is_alive()
+
+
+@pytest.mark.parametrize("together", [pytest.param(False, marks=pytest.mark.slow), True])
+def test_interleaved_rounds_start_a_tasks_processes_together_or_one_by_one(saxpy, together):
+    """``timing_rounds`` above 1 with the CPU build of the driver as every candidate (real sandboxed processes
+    through the tests, three windows each and the close): each gets its outcome, timed in every round; one by one,
+    a process starts only once the one before has reported its tests; with ``start_together`` they start at once."""
+    task, _, _ = saxpy
+    settings = replace(SETTINGS, overlap_judging=False, timing_rounds=3, budget_ms=30, max_reps=6,
+                       start_together=together, require_gpu_evidence=False)  # no probe in the CPU build
+    prepared = prepare_c_function(task, settings, seed=5)
+    from cudaperf.harness.compile import BuildOutcome
+    from cudaperf.harness.result import CompileInfo
+
+    build = BuildOutcome(exe=prepared.reference_exe, stage="ok", info=CompileInfo(
+        ok=True, compiler="gcc", flags=(), arch="cpu", toolchain="", log="", cached=False, seconds=0.0))
+    outs, after = run_c_function_group(prepared, [(k, build) for k in "abc"], settings, None)
+    assert [k for k, _ in outs] == list("abc")
+    for _, out in outs:
+        assert isinstance(out, CFunctionOutcome) and out.correct and out.failure is None, out
+        assert len(out.window_spans) == 3
+    assert len(after.baseline_timing.samples_ms) > len(prepared.baseline_timing.samples_ms)
+    spans = [(out.process_span[0], out.phases_s["setup_s"] + out.phases_s["tests_s"]) for _, out in outs]
+    reported = [start + took for start, took in spans]
+    starts = [start for start, _ in spans]
+    if together:
+        assert max(starts) < min(reported), (starts, reported)
+    else:
+        assert all(starts[i + 1] >= reported[i] for i in range(2)), (starts, reported)

@@ -625,7 +625,15 @@ class CandidateRun:
     # -- the orchestrating thread's side ---------------------------------------------------------------------
     def start(self) -> _TestVerdict | None:
         """Run the hidden tests; the verdict, or None when the process ended before reporting them."""
+        self.launch()
+        return self.tests_verdict()
+
+    def launch(self) -> None:
+        """Start the process (its sandbox, CUDA context and hidden tests) without waiting for them."""
         self._thread.start()
+
+    def tests_verdict(self) -> _TestVerdict | None:
+        """After :meth:`launch`: wait for the hidden tests; as :meth:`start` returns (a harness error raised)."""
         kind, payload = self._events.get()
         if kind == "error":
             self._thread.join()
@@ -1204,7 +1212,8 @@ def run_c_function_group(prepared: PreparedCFunction, builds: list[tuple[object,
     machine) average out, and the baseline is sampled across the same span as the candidates.
 
     Above 1 round the task's candidates are alive together, so one could disturb another's timing: use it for
-    candidates that do not attack each other (the built-in dataset's), not for a policy's samples.
+    candidates that do not attack each other (the built-in dataset's), not for a policy's samples. With
+    ``settings.start_together`` their processes also start together, their hidden tests side by side.
 
     ``should_stop()``: checked before each candidate starts; those not started are left out of the result.
     Returns the outcomes, in order, and the preparation with the baseline timing of every window.
@@ -1215,12 +1224,22 @@ def run_c_function_group(prepared: PreparedCFunction, builds: list[tuple[object,
             return _run_overlapped(prepared, builds, settings, gpu_index, should_stop), prepared
         return _run_pipelined(prepared, builds, settings, gpu_index, should_stop), prepared
     runs: list[tuple[object, CandidateRun]] = []
-    for key, build in builds:
-        if should_stop():
-            break
-        r = CandidateRun(prepared, build, settings, gpu_index)
-        r.start()
-        runs.append((key, r))
+    try:
+        for key, build in builds:
+            if should_stop():
+                break
+            r = CandidateRun(prepared, build, settings, gpu_index)
+            runs.append((key, r))
+            r.launch()
+            if not settings.start_together:
+                r.tests_verdict()
+        if settings.start_together:
+            for _, r in runs:
+                r.tests_verdict()
+    except BaseException:
+        for _, r in runs:  # a harness error: no process of the task's is left waiting for a window
+            r.stop()
+        raise
     live = [r for _, r in runs if r.waiting]
     first = prepared.baseline_timing
     base = [list(first.samples_ms)] if first is not None and first.samples_ms else []

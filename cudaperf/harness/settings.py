@@ -34,6 +34,12 @@ class HarnessSettings:
     the task's whole span (more reproducible on a host whose speed fluctuates). The repetitions and budget
     above are shared among the windows. Only for candidates that do not attack each other (the dataset's):
     waiting processes share the GPU."""
+    start_together: bool = False
+    """With ``timing_rounds`` above 1 (candidates that are alive together anyway): start all of a task's candidate
+    processes at once, their set-ups (sandbox, CUDA context) and hidden tests side by side, instead of one after
+    another. No window is open meanwhile. In session 28's dataset run on the H200 the one-by-one starts were 22 %
+    of the C tasks' GPU time (132 of 609 s). Off until measured on a GPU against one by one
+    (``benchmarks/c_throughput.py --arms dataset,dataset_together``)."""
     pipeline_candidates: bool = False
     """In a batch, start a task's next candidate (its hidden tests) while the previous one's process ends and is
     judged; timing still waits until the previous process is gone. Two sandboxed processes of the same user then
