@@ -77,7 +77,10 @@ COUNT_GLOBAL = (
 def _scatter_rounds(p: dict, nwarps: int, lo: str, hi: str) -> str:
     """Stable scatter of records [lo, hi) in rounds of blockDim: a record's destination is the running offset of
     its digit (off), plus the records of that digit in lower warps of the round (wc), plus its rank among the
-    lanes of its warp with the same digit (__match_any_sync)."""
+    lanes of its warp with the same digit (__match_any_sync). After the round, the leader of each (warp, digit)
+    group adds its count to off[d] with a shared atomicAdd: several warps may hold the same digit, and a plain
+    ``off[d] +=`` from each of them races (updates are lost and later rounds overwrite earlier records: every
+    variant built on this scatter failed on the H200, 2026-12-03)."""
     v = _vp(p)
     return (f"    for (int base = {lo}; base < {hi}; base += blockDim.x) {{\n"
             "        int i = base + threadIdx.x;\n"
@@ -94,7 +97,7 @@ def _scatter_rounds(p: dict, nwarps: int, lo: str, hi: str) -> str:
             + v["vmove"] +
             "        }\n"
             "        __syncthreads();\n"
-            "        if (valid && rank == 0) { off[d] += wc[warp][d]; wc[warp][d] = 0; }\n"
+            "        if (valid && rank == 0) { atomicAdd(&off[d], wc[warp][d]); wc[warp][d] = 0; }\n"
             "        __syncthreads();\n"
             "    }\n")
 
