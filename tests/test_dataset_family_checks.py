@@ -1,6 +1,8 @@
 """CPU checks of the C families, most written after issue 28's families first ran on a GPU (an NVIDIA H200,
 2026-12-03): each covers a failure seen there and would have found it, or its cause, without a GPU.
 
+- every launch of every variant stays within CUDA's grid and block limits at every size configuration
+  (``bf16_layer_stats``' ``grid2d_atomics`` put 261,301 rows on ``gridDim.y``; the launch failed);
 - ``radix_sort_lsd``: the C reference sorts as its description says, and the variants' stable scatter updates its
   shared running offsets atomically (with a plain ``off[d] +=``, racing between warps, 10 of 12 variants failed);
 - ``batchnorm_train_forward``: the scale-and-shift form of the normalisation, computed as the variants compute it,
@@ -10,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -17,12 +20,96 @@ import pytest
 
 from cudaperf.dataset.families import all_families
 from cudaperf.dataset.family import build_task
+from cudaperf.dataset.launch_dims import GRID_LIMITS, launch_problems, launches, task_launch_problems
 from cudaperf.harness.compare import compare_arrays
 from cudaperf.harness.run_c_function import prepare_c_function
 from cudaperf.harness.settings import HarnessSettings
 
 FAMILIES = all_families()
 SETTINGS = HarnessSettings(budget_ms=300.0, max_reps=10, min_reps=2)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# launch extents
+
+TWO_D = """
+#define TB 256
+__global__ void k(int rows, int cols, float* acc) { }
+extern "C" void f(int rows, int cols, const float* x, float* y) {
+    float* acc; cudaMalloc(&acc, (size_t)rows * sizeof(float));
+    dim3 grid((unsigned)((cols + TB - 1) / TB), (unsigned)rows);
+    k<<<grid, TB>>>(rows, cols, acc);
+}
+"""
+
+
+def test_a_grid_with_the_rows_on_y_is_flagged_past_65535_rows():
+    assert launch_problems(TWO_D, {"rows": 65535, "cols": 64}) == []
+    (p,) = launch_problems(TWO_D, {"rows": 65536, "cols": 64})
+    assert "gridDim.y = (unsigned)rows = 65536 exceeds 65535" in p
+    swapped = TWO_D.replace("dim3 grid((unsigned)((cols + TB - 1) / TB), (unsigned)rows)",
+                            "dim3 grid((unsigned)rows, (unsigned)((cols + TB - 1) / TB))")
+    assert launch_problems(swapped, {"rows": 261301, "cols": 64}) == []
+    assert launch_problems(swapped, {"rows": 100, "cols": 256 * 65536}) != []
+
+
+def test_the_reader_follows_clamps_chunk_loops_ternaries_and_inline_dim3():
+    code = """
+#define R 4096
+__global__ void k2(int n) { }
+extern "C" void f(int m, int n, float* out) {
+    int parts = (m + 7) / 8; if (parts > 1000) parts = 1000;
+    for (int r0 = 0; r0 < m; r0 += R) {
+        int rows = m - r0 < R ? m - r0 : R;
+        k2<<<dim3((n + 127) / 128, rows, parts), dim3(32, 4)>>>(n);
+    }
+    int big = 70000;
+    k2<<<dim3(1, 1, big), 1024>>>(n);
+}
+"""
+    (first, second) = launches(code, {"m": 9000, "n": 10})
+    assert first.grid == (1, 4096, 1000) and first.block == (32, 4, 1)  # first chunk, clamped parts
+    assert launches(code, {"m": 100, "n": 10})[0].grid == (1, 100, 13)
+    assert [p.split(":")[0] for p in launch_problems(code, {"m": 9000, "n": 10})] == ["k2"]
+    assert "gridDim.z = big = 70000 exceeds 65535" in launch_problems(code, {"m": 9000, "n": 10})[0]
+    # over 1024 threads per block
+    assert any("threads per block" in p for p in launch_problems(code.replace("dim3(32, 4)", "dim3(64, 32)"),
+                                                                 {"m": 1, "n": 1}))
+
+
+def test_an_extent_the_reader_cannot_evaluate_is_reported_not_passed():
+    code = """
+extern "C" void f(int n, const int* len, float* out) {
+    int most = 0;
+    for (int i = 0; i < n; ++i) if (len[i] > most) most = len[i];
+    k<<<dim3(n, (most + 255) / 256), 256>>>(n);
+}
+"""
+    (p,) = launch_problems(code, {"n": 5})
+    assert "gridDim.y = (most + 255) / 256 cannot be evaluated here" in p
+    assert launch_problems(code, {"n": 5}, unknown=False) == []
+
+
+# variants whose y or z extent depends on the input data, with why it stays within the limit
+DATA_DEPENDENT = {
+    ("mean_variance", "chunk_atomic"): "gridDim.y = ceil(longest segment / 4096) <= ceil(total length / 4096)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_every_launch_of_every_task_stays_within_cudas_limits(name):
+    fam = FAMILIES[name]
+    for i in range(fam.n_tasks):
+        b = build_task(fam, i)
+        for v in b.variants:
+            problems = task_launch_problems(b.task, v.code)
+            if (name, v.name) in DATA_DEPENDENT:
+                assert all("cannot be evaluated" in p for p in problems), problems
+                for cfg in b.task.size_configs:  # the longest segment is at most all the elements
+                    total = cfg.get("n", cfg.get("nseg", 1) * cfg.get("len", 1))
+                    assert math.ceil(total / 4096) <= GRID_LIMITS["y"]
+                continue
+            assert problems == [], f"{b.task.id}/{v.name}: {problems}"
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -8,9 +8,10 @@ is *well-conditioned*: built again with fused multiply-adds (``-mfma -ffp-contra
 GPU by default), its outputs on the same inputs, timing size included, stay within the task's tolerance (a task
 that fails this cannot be passed reliably by a correct translation: ``elementwise_map_010``, whose
 ``cbrtf(x*y + 2)`` cancels near x*y = -2, is one); every variant passes the harness's static checks and its paper
-features extract. For K sampled tasks (first, last, and
-random ones; ``--all`` for every task) every variant is compiled and linked with nvcc exactly as the harness
-does. Running the variants needs a GPU: ``cudaperf dataset measure`` does that.
+features extract; its kernel launches stay within CUDA's grid and block limits at every size configuration
+(:mod:`cudaperf.dataset.launch_dims`: a 2-D grid with the rows on y fails past 65,535 rows). For K sampled
+tasks (first, last, and random ones; ``--all`` for every task) every variant is compiled and linked with nvcc
+exactly as the harness does. Running the variants needs a GPU: ``cudaperf dataset measure`` does that.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from cudaperf.dataset.family import BuiltTask, build_task
 from cudaperf.dataset.families import all_families
+from cudaperf.dataset.launch_dims import task_launch_problems
 from cudaperf.features.paper import extract_paper_features
 from cudaperf.harness.evaluate import build_candidate, check_candidate
 from cudaperf.harness.run_c_function import prepare_c_function
@@ -79,6 +81,8 @@ def check_task(bt: BuiltTask, compile_variants: bool) -> list[str]:
         if chk.result is not None:
             problems.append(f"variant {v.name}: static check: {chk.result.failure.message}")
             continue
+        for lp in task_launch_problems(bt.task, v.code, unknown=False):
+            problems.append(f"variant {v.name}: launch: {lp}")
         fv = extract_paper_features(v.code)
         nan = [k for k, x in fv.values.items() if isinstance(x, float) and math.isnan(x)]
         if fv.parse_errors:
