@@ -7,7 +7,8 @@
   shared running offsets atomically (with a plain ``off[d] +=``, racing between warps, 10 of 12 variants failed);
 - ``batchnorm_train_forward``: the scale-and-shift form of the normalisation, computed as the variants compute it,
   matches the reference within the tolerance on the hidden inputs (rounded to float it did not, on a channel of
-  one value).
+  one value);
+- the generator makes at least 3,000 C tasks, and the shipped ones regenerate byte for byte.
 """
 
 from __future__ import annotations
@@ -209,3 +210,42 @@ def test_batchnorm_scale_and_shift_in_double_meets_the_tolerance_and_in_float_di
         assert "y[i] = (real_t)((double)x[i] * sc + sf);" in code["block_sumsq_pinned"]
         assert "const double* __restrict__ sc, const double* __restrict__ sf" in code["host_stats"]
         assert "y[i] = (real_t)((double)x[i] * sc[c] + sf[c]);" in code["host_stats"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the generator's size
+
+def test_the_generator_makes_at_least_3000_c_tasks_and_the_enumerated_families_50_distinct_settings():
+    assert sum(f.n_tasks for f in FAMILIES.values()) >= 3000
+    settings = {"conv1d": lambda p: (p["radius"], p["type"], p["padding"]),
+                "pairwise_distance": lambda p: (p["mode"], p.get("type"), p["metric"], p["d"]),
+                "spmv_csr": lambda p: (p["avg_row"], p["type"])}
+    for name, key in settings.items():
+        fam = FAMILIES[name]
+        assert fam.n_tasks == 50
+        keys = [key(build_task(fam, i).params) for i in range(fam.n_tasks)]
+        assert len(set(keys)) == 50, f"{name}: settings repeat"
+
+
+def test_the_shipped_c_tasks_regenerate_byte_for_byte():
+    """Every C task in the shipped dataset (the first 20 or 24 of each older family) comes out of its family as it
+    was measured: the task record and every variant's code, so that extending a family's settings past them (as
+    ``conv1d``, ``pairwise_distance`` and ``spmv_csr`` were, to 50) leaves their measurements valid."""
+    import json
+
+    from cudaperf.dataset.store import Dataset, default_dataset_dir
+
+    ds = Dataset.load(default_dataset_dir())
+    code = {c["candidate_id"]: c["code"] for c in ds.candidates if c["origin"] == "family"}
+    checked = 0
+    for t in ds.tasks:
+        if t["family"] not in FAMILIES:
+            continue
+        b = build_task(FAMILIES[t["family"]], int(t["index"]))
+        assert json.dumps(b.task_dict) == t["task"], t["id"]
+        shipped = sorted(k for k in code if k.startswith(t["id"] + "/"))
+        assert shipped == sorted(f"{t['id']}/{v.name}" for v in b.variants), t["id"]
+        for v in b.variants:
+            assert code[f"{t['id']}/{v.name}"] == v.code, f"{t['id']}/{v.name}"
+        checked += 1
+    assert checked >= 600

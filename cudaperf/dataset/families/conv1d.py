@@ -12,6 +12,10 @@ import numpy as np
 from cudaperf.dataset.family import Family, GeneratedTask, Variant
 
 RADII = [1, 2, 3, 4, 5, 7, 8, 10, 12, 15, 16, 20, 23, 25, 31, 6, 9, 13, 18, 28]
+# tasks 20..49 (the first 20 are in the shipped dataset and stay as they are): the radii no task had, then the
+# others again with the element type and padding they had not had (every (radius, type, padding) appears once)
+RADII_MORE = [11, 14, 17, 19, 21, 22, 24, 26, 27, 29, 30, 1, 2, 3, 4, 5, 6, 8, 7, 9, 10, 12, 13, 15, 16, 18, 20, 23,
+              25, 31]
 MAXR = 31
 HEAD = "#include <cuda_runtime.h>\n\n"
 SIG = "int nsig, int n, int r, const {t}* x, const {t}* w, {t}* y"
@@ -236,7 +240,7 @@ def _reference(t: str, pad: str) -> str:
 
 def generate(index: int, rng: np.random.Generator) -> GeneratedTask:
     t = "float" if index % 2 == 0 else "double"
-    r = RADII[index]
+    r = RADII[index] if index < len(RADII) else RADII_MORE[index - len(RADII)]
     width = 2 * r + 1
     pad = "zero" if (index // 2) % 2 == 0 else "clamp"
     # ~0.6 ns per tap in the sequential reference (unloaded): aim for ~60 ms
@@ -288,6 +292,6 @@ FAMILY = Family(
     name="conv1d",
     description="batched 1-D correlation with zero or clamped padding, widths 3..63 (float/double)",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("stencil",),
 )

@@ -14,6 +14,11 @@ from cudaperf.dataset.family import Family, GeneratedTask, Variant
 
 HEAD = "#include <cuda_runtime.h>\n#include <math.h>\n#include <stdlib.h>\n\n"
 DIMS_MATRIX = [3, 8, 16, 32, 64, 5, 12, 24, 48, 4]
+# matrix tasks 16..39 (task indices 20..49; the first 20 are in the shipped dataset and stay as they are): dimensions
+# no earlier task had, each once
+DIMS_MATRIX_MORE = [6, 20, 96, 7, 36, 10, 128, 14, 44, 9, 28, 72, 11, 60, 18, 100, 13, 40, 22, 80, 15, 56, 30, 17]
+# nearest-row tasks 4..9 (task indices 24, 29, ..., 49); at most 32 (shared_q_tiles' MAXD)
+DIMS_NEAR_MORE = [4, 6, 10, 12, 20, 32]
 DIMS_NEAR = [2, 3, 4, 8, 16, 32, 6, 10, 20, 12]
 
 
@@ -439,7 +444,7 @@ def generate(index: int, rng: np.random.Generator) -> GeneratedTask:
         k = index - index // 5  # 0..15
         t = "float" if k % 2 == 0 else "double"
         metric = ["l2sq", "l1", "cosine"][k % 3]
-        d = DIMS_MATRIX[k % len(DIMS_MATRIX)]
+        d = DIMS_MATRIX[k % len(DIMS_MATRIX)] if k < 16 else DIMS_MATRIX_MORE[k - 16]
         work = 120e6 * float(rng.uniform(0.8, 1.2)) * (0.6 if metric == "cosine" else 1.0)
         pairs = work / d
         m_t = int((pairs * float(rng.choice([0.5, 1.0, 2.0]))) ** 0.5) + int(rng.integers(1, 17))
@@ -486,7 +491,7 @@ def generate(index: int, rng: np.random.Generator) -> GeneratedTask:
 
     k = index // 5  # 0..3
     metric = "l2sq" if k % 2 == 0 else "l1"
-    d = [2, 3, 8, 16][k]
+    d = [2, 3, 8, 16][k] if k < 4 else DIMS_NEAR_MORE[k - 4]
     work = 110e6 * float(rng.uniform(0.8, 1.2))
     pairs = work / d
     m_t = int((pairs * 0.5) ** 0.5) + int(rng.integers(1, 17))
@@ -531,6 +536,6 @@ FAMILY = Family(
     name="pairwise_distance",
     description="pairwise L2sq/L1/cosine distance matrices (float/double) and exact nearest-row search",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("distance",),
 )

@@ -13,6 +13,10 @@ import numpy as np
 from cudaperf.dataset.family import Family, GeneratedTask, Variant
 
 DEGREES = [2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 5, 10, 20, 40, 80, 7, 14]
+# tasks 20..49 (the first 20 are in the shipped dataset and stay as they are): average row lengths no earlier task
+# had, each once
+DEGREES_MORE = [9, 11, 13, 15, 17, 18, 19, 21, 22, 26, 28, 30, 36, 44, 52, 56, 60, 72, 88, 100, 112, 120, 27, 34, 42,
+                50, 66, 76, 90, 104]
 SIG = "int n, int nnz, int iters, const int* row_ptr, const int* col_idx, const {t}* vals, const {t}* x, {t}* y"
 HEAD = "#include <cuda_runtime.h>\n#include <stdlib.h>\n\n"
 
@@ -213,7 +217,7 @@ def _reference(t: str) -> str:
 
 def generate(index: int, rng: np.random.Generator) -> GeneratedTask:
     t = "float" if index % 2 == 0 else "double"
-    d = DEGREES[index]
+    d = DEGREES[index] if index < len(DEGREES) else DEGREES_MORE[index - len(DEGREES)]
     # nonzeros times steps at the timing size; n stays moderate so that x mostly fits in the CPU caches
     # (random gathers from a huge x would make the reference memory-latency bound and far too slow)
     # (short rows cost the reference far more per nonzero: loop exits mispredict)
@@ -271,6 +275,6 @@ FAMILY = Family(
     name="spmv_csr",
     description="repeated CSR sparse matrix-vector products x <- A x (float/double), varied densities",
     generate=generate,
-    n_tasks=20,
+    n_tasks=50,
     tags=("sparse",),
 )
