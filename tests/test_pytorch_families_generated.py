@@ -28,6 +28,9 @@ SHAPE_KEYS = {  # the parameters that make a problem's shape, per family
     "swiglu_mlp": ("batch", "in_features", "hidden", "out_features"),
     "conv1d_causal": ("batch", "channels", "length", "kernel"),
     "rotary_embedding": ("batch", "heads", "seq", "d"),
+    "transpose_scale": ("layout", "batch", "rows", "cols"),
+    "upsample_bilinear": ("batch", "channels", "height", "width", "out_height", "out_width"),
+    "pixel_shuffle": ("op", "factor", "batch", "channels", "height", "width"),
 }
 FAMILIES = sorted(SHAPE_KEYS)
 

@@ -63,6 +63,17 @@ tiles with a halo at 128 and 256 threads, a register window sliding along L, wei
 channel-major walk, four outputs per thread with float4); rotary position embedding of (B, heads, T, D) at int64
 positions with halves or adjacent pairs (a thread per pair or per row, a thread looping over the heads, a block per
 position with its cos/sin in shared memory, float2 and float4 loads, a cos/sin table then the rotation).
+
+``transpose_scale``, ``upsample_bilinear``, ``pixel_shuffle`` (``layout``): ``act(x.transpose(-1, -2).contiguous() *
+scale + bias)`` over a 2-D or batched input with no bias, a scalar or a seeded bias per output row (a thread per input
+or per output element, 32x32 shared tiles without and with the +1 padding, 32x32 tiles with 32x8 threads doing four
+elements, the tiles moved as float4, a 4x4 block per thread transposed in registers, persistent blocks walking the
+tiles); ``F.interpolate(mode='bilinear')`` over NCHW by a scale factor or to a size, align_corners or not (a thread
+per output, 2-D blocks with the planes along z, a block per output row with its column taps in shared memory, four
+outputs per thread along W, a channel walk, a grid-stride loop, two separable passes); ``nn.PixelShuffle`` or
+``nn.PixelUnshuffle`` with r from 2 to 4, optionally followed by an activation (a thread per output or per input,
+2-D blocks, a low-resolution pixel's r x r elements in registers, float4 rows, a grid-stride loop, a row staged in
+shared memory).
 """
 
 from __future__ import annotations
@@ -73,6 +84,7 @@ from cudaperf.dataset.pytorch_families.blocks import col_reduce, layer_norm, lin
 from cudaperf.dataset.pytorch_families.common import ACTIVATIONS, GeneratedTorchTask, TorchVariant
 from cudaperf.dataset.pytorch_families.elementwise import elementwise_chain
 from cudaperf.dataset.pytorch_families.fused import gelu_mlp, group_norm, scaled_dot_attention
+from cudaperf.dataset.pytorch_families.layout import pixel_shuffle, transpose_scale, upsample_bilinear
 from cudaperf.dataset.pytorch_families.losses import cross_entropy_loss, embedding_bag_mean, masked_softmax
 from cudaperf.dataset.pytorch_families.mlp import conv1d_causal, rotary_embedding, swiglu_mlp
 from cudaperf.dataset.pytorch_families.norms import batch_norm_eval, l2_normalize_rows, rms_norm
@@ -87,16 +99,18 @@ TORCH_FAMILIES: dict[str, Callable[[int], GeneratedTorchTask]] = {
     "rms_norm": rms_norm, "l2_normalize_rows": l2_normalize_rows, "batch_norm_eval": batch_norm_eval,
     "cross_entropy_loss": cross_entropy_loss, "masked_softmax": masked_softmax,
     "embedding_bag_mean": embedding_bag_mean,
-    "swiglu_mlp": swiglu_mlp, "conv1d_causal": conv1d_causal, "rotary_embedding": rotary_embedding}
+    "swiglu_mlp": swiglu_mlp, "conv1d_causal": conv1d_causal, "rotary_embedding": rotary_embedding,
+    "transpose_scale": transpose_scale, "upsample_bilinear": upsample_bilinear, "pixel_shuffle": pixel_shuffle}
 
 NOT_YET_SHIPPED = frozenset({"gelu_mlp", "group_norm", "scaled_dot_attention", "rms_norm", "l2_normalize_rows",
                              "batch_norm_eval", "cross_entropy_loss", "masked_softmax", "embedding_bag_mean",
-                             "swiglu_mlp", "conv1d_causal", "rotary_embedding"})
+                             "swiglu_mlp", "conv1d_causal", "rotary_embedding", "transpose_scale",
+                             "upsample_bilinear", "pixel_shuffle"})
 """Families generated and checked on the CPU whose variants have not run on a GPU yet, so the shipped dataset does not
 hold them (docs/DATASET.md: a family enters it after a GPU check); remove a name once its problems are shipped."""
 
 __all__ = ["ACTIVATIONS", "GeneratedTorchTask", "NOT_YET_SHIPPED", "TORCH_FAMILIES", "TorchVariant", "batch_norm_eval",
            "col_reduce", "conv1d_causal", "cross_entropy_loss", "depthwise_conv2d", "elementwise_chain",
            "embedding_bag_mean", "gelu_mlp", "group_norm", "l2_normalize_rows", "layer_norm", "linear_act",
-           "masked_softmax", "pool2d", "rms_norm", "rotary_embedding", "row_cumsum", "row_reduce", "row_softmax",
-           "scaled_dot_attention", "swiglu_mlp"]
+           "masked_softmax", "pixel_shuffle", "pool2d", "rms_norm", "rotary_embedding", "row_cumsum", "row_reduce",
+           "row_softmax", "scaled_dot_attention", "swiglu_mlp", "transpose_scale", "upsample_bilinear"]
