@@ -9,49 +9,48 @@ seeded generator. The forward inputs are sized by a module-level ``batch_size`` 
 often odd, size), and every variant reads its shapes from the ``TensorArg``s.
 
 ``transpose_scale``: ``y = act(x.transpose(-1, -2).contiguous() * scale + bias)`` over a 2-D ``(batch_size, C)`` or a
-batched ``(batch_size, R, C)`` input, where the bias is absent, a scalar, or a parameter of C entries drawn at init
-from a seeded generator (one per input column, that is per output row: ``self.bias[:, None]``), and the activation
-one of ``ACTIVATIONS`` for about 60% of the problems. The index picks the layout, R and C (64 to 16384, some odd or
-not multiples of 4 or 32), the scale (negative for some), the bias and the input's spread and offset. Variants: a
-thread per input element (reads coalesced, writes R floats apart), a thread per output element (writes coalesced,
-reads C floats apart through the read-only cache), 32x32 tiles through shared memory with a thread per element
-without and with the +1 column of padding (the unpadded tile's column reads hit one bank 32 times), 32x32 tiles
+batched ``(batch_size, R, C)`` input, where the bias is absent, a scalar, or a parameter of C entries drawn at init from
+a seeded generator (one per input column, that is per output row: ``self.bias[:, None]``), and the activation one of
+``ACTIVATIONS`` for about 60% of the problems. The index picks the layout, R and C (64 to 32768, some odd or not
+multiples of 4 or 32; 8M to 32M elements), the scale (negative for some), the bias and the input's spread and offset.
+Variants: a thread per input element (reads coalesced, writes R floats apart), a thread per output element (writes
+coalesced, reads C floats apart through the read-only cache), 32x32 tiles through shared memory with a thread per
+element without and with the +1 column of padding (the unpadded tile's column reads hit one bank 32 times), 32x32 tiles
 with blocks of 32x8 threads doing four elements each, the same tiles read and written as float4 (rows whole float4s,
-16-byte aligned pointers; otherwise the 32x8 kernel), a thread per 4x4 block transposed in registers with float4
-loads and stores (a scalar 4x4 kernel otherwise), and persistent blocks walking the tiles in a grid-stride loop.
-Each output is one input times the scale plus the bias, then the activation: PyTorch rounds the product and the sum
-separately, a variant may contract them into one fma, and the activations' CUDA forms are ulps from PyTorch's: a
-few ulps at outputs of order 1 to 40. 1e-4 absolute and relative, the element-wise families' rule.
+16-byte aligned pointers; otherwise the 32x8 kernel), a thread per 4x4 block transposed in registers with float4 loads
+and stores (a scalar 4x4 kernel otherwise), and persistent blocks walking the tiles in a grid-stride loop. Each output
+is one input times the scale plus the bias, then the activation: PyTorch rounds the product and the sum separately, a
+variant may contract them into one fma, and the activations' CUDA forms are ulps from PyTorch's: a few ulps at outputs
+of order 1 to 40. 1e-4 absolute and relative, the element-wise families' rule.
 
 ``upsample_bilinear``: ``F.interpolate(x, scale_factor=s or size=(Ho, Wo), mode='bilinear', align_corners=a)`` over
-NCHW. The index picks N (the batch), C, the input plane (14x14 to 256x256, some odd or not square), a scale factor
-(1.5 to 4) or an output size (non-integer ratios, different per axis), align_corners and the input's spread and
-offset. The variants reproduce PyTorch's coordinates: the step is ``(in - 1) / (out - 1)`` with align_corners,
-otherwise ``1 / scale_factor`` when a scale factor was given (not ``in / out``: for 1.5 and an odd input they
-differ) or ``in / out`` for a size, in float; the source coordinate is ``step * d`` or ``max(step * (d + 0.5) - 0.5,
-0)``, its floor the first tap (the second one further, except at the last input), its fraction the weight; the
-blend goes along W first, then along H. Variants: a thread per output, 2-D blocks of 32x8 over the output plane
-(the planes along gridDim.z, read through the read-only cache), a block per output row and eight planes with the
-row's column taps and weights precomputed in shared memory, four outputs per thread along W (a float4 store when
-rows are whole float4s), a thread per (n, oh, ow) walking the channels with its taps computed once, a grid-stride
-loop, and two passes (along W into a scratch buffer of N*C*H*Wo, then along H). Tolerance: the blend is exact to a
-few ulps, but a source coordinate is itself a rounded float, and whether ``step * (d + 0.5) - 0.5`` is rounded once
-(an fma) or twice depends on the compiler (PyTorch's kernel or a variant's): one ulp of a coordinate below 256 moves
-a weight by up to 2^-16, times the difference of two neighbouring inputs (up to about 20 at a spread of 2). A float32
-simulation of both roundings over 256-wide planes differs by up to 7e-5; 5e-4 absolute (1e-4 relative) leaves 7x
-that, and a wrong convention (align_corners, ``in / out`` for a scale factor, a half-pixel shift) moves outputs by
-1e-2 to 1.
+NCHW. The index picks N (the batch), C, the input plane (14x14 to 256x256, some odd or not square), a scale factor (1.5
+to 4) or an output size (non-integer ratios, different per axis; 16M to 64M outputs), align_corners and the input's
+spread and offset. The variants reproduce PyTorch's coordinates: the step is ``(in - 1) / (out - 1)`` with
+align_corners, otherwise ``1 / scale_factor`` when a scale factor was given (not ``in / out``: for 1.5 and an odd input
+they differ) or ``in / out`` for a size, in float; the source coordinate is ``step * d`` or ``max(step * (d + 0.5) -
+0.5, 0)``, its floor the first tap (the second one further, except at the last input), its fraction the weight; the
+blend goes along W first, then along H. Variants: a thread per output, 2-D blocks of 32x8 over the output plane (the
+planes along gridDim.z, read through the read-only cache), a block per output row and eight planes with the row's column
+taps and weights precomputed in shared memory, four outputs per thread along W (a float4 store when rows are whole
+float4s), a thread per (n, oh, ow) walking the channels with its taps computed once, a grid-stride loop, and two passes
+(along W into a scratch buffer of N*C*H*Wo, then along H). Tolerance: the blend is exact to a few ulps, but a source
+coordinate is itself a rounded float, and whether ``step * (d + 0.5) - 0.5`` is rounded once (an fma) or twice depends
+on the compiler (PyTorch's kernel or a variant's): one ulp of a coordinate below 256 moves a weight by up to 2^-16,
+times the difference of two neighbouring inputs (up to about 20 at a spread of 2). A float32 simulation of both
+roundings over 256-wide planes differs by up to 7e-5; 5e-4 absolute (1e-4 relative) leaves 7x that, and a wrong
+convention (align_corners, ``in / out`` for a scale factor, a half-pixel shift) moves outputs by 1e-2 to 1.
 
-``pixel_shuffle``: ``nn.PixelShuffle(r)`` ((N, C*r*r, H, W) to (N, C, H*r, W*r): output (c, h*r + i, w*r + j) is
-input channel c*r*r + i*r + j at (h, w)) or ``nn.PixelUnshuffle(r)`` (the inverse), r from 2 to 4, then an
-activation for about 60% of the problems. The index picks the direction, r, N (the batch), C, the low-resolution
-plane H x W (16x16 to 128x128, some W not multiples of 4) and the input's spread and offset. Variants: a thread per
-output (gather: writes coalesced), a thread per input (scatter: reads coalesced), 2-D blocks over the output plane
-with the planes along gridDim.z, a thread per low-resolution pixel moving its r x r elements through registers,
-float4 loads and stores where W is a multiple of 4 (r float4 in, r float4 out per thread; the r x r kernel
-otherwise), a grid-stride loop, and a block per high-resolution row staging its r low-resolution rows (or the row
-itself) in shared memory so that both sides are coalesced. A pure permutation: outputs are inputs, or their
-activations (ulps from PyTorch's); 1e-4 absolute and relative, the element-wise families' rule.
+``pixel_shuffle``: ``nn.PixelShuffle(r)`` ((N, C*r*r, H, W) to (N, C, H*r, W*r): output (c, h*r + i, w*r + j) is input
+channel c*r*r + i*r + j at (h, w)) or ``nn.PixelUnshuffle(r)`` (the inverse), r from 2 to 4, then an activation for
+about 60% of the problems. The index picks the direction, r, N (the batch), C, the low-resolution plane H x W (16x16 to
+128x128, some W not multiples of 4; 8M to 48M elements) and the input's spread and offset. Variants: a thread per output
+(gather: writes coalesced), a thread per input (scatter: reads coalesced), 2-D blocks over the output plane with the
+planes along gridDim.z, a thread per low-resolution pixel moving its r x r elements through registers, float4 loads and
+stores where W is a multiple of 4 (r float4 in, r float4 out per thread; the r x r kernel otherwise), a grid-stride
+loop, and a block per high-resolution row staging its r low-resolution rows (or the row itself) in shared memory so that
+both sides are coalesced. A pure permutation: outputs are inputs, or their activations (ulps from PyTorch's); 1e-4
+absolute and relative, the element-wise families' rule.
 """
 
 from __future__ import annotations
@@ -324,13 +323,14 @@ def _tr_variants(scale: float, bias: str, bias_value: float, act: str | None) ->
     return _variants(specs, head, _TR_ENTRY)
 
 
-_TR_SHAPES = (  # (layout, batch_size, R, C): 4M to 32M elements; a 2-D input's rows are its batch
-    [("2d", r, r, c) for r, c in itertools.product([1024, 2048, 3000, 4096, 8192, 16384],
-                                                   [500, 768, 1000, 1024, 1536, 2047, 2048, 4096])
-     if 2**22 <= r * c <= 2**25] +
-    [("3d", b, r, c) for b, r, c in itertools.product([2, 4, 8, 16, 32, 64], [64, 100, 128, 197, 256, 512, 1024],
-                                                      [64, 96, 128, 255, 384, 768, 1024])
-     if 2**22 <= b * r * c <= 2**25])
+_TR_SHAPES = (  # (layout, batch_size, R, C): 8M to 32M elements; a 2-D input's rows are its batch
+    [("2d", r, r, c) for r, c in itertools.product([2048, 3000, 4096, 6000, 8192, 12288, 16384, 32768],
+                                                   [500, 768, 1000, 1024, 1536, 2047, 2048, 3000, 4096])
+     if 2**23 <= r * c <= 2**25] +
+    [("3d", b, r, c) for b, r, c in itertools.product([2, 4, 8, 16, 32, 64, 128],
+                                                      [64, 100, 128, 197, 256, 512, 1000, 1024],
+                                                      [64, 96, 128, 255, 384, 512, 768, 1024, 2048])
+     if 2**23 <= b * r * c <= 2**25])
 
 
 def _transpose_task(index: int, p: dict) -> GeneratedTorchTask:
@@ -649,8 +649,9 @@ def _up_variants(align: bool, sf: float) -> list[TorchVariant]:
     return _variants(specs, head, _UP_ENTRY)
 
 
-_UP_PLANES = [(14, 14), (17, 17), (28, 28), (31, 33), (32, 32), (45, 60), (56, 56), (64, 64), (63, 95), (100, 100),
-              (128, 128), (120, 160), (200, 256), (256, 256)]  # every coordinate stays below 256
+_UP_PLANES = [(14, 14), (17, 17), (28, 28), (31, 33), (32, 32), (45, 60), (56, 56), (64, 64), (63, 95), (75, 75),
+              (100, 100), (127, 127), (128, 128), (120, 160), (99, 131), (200, 256), (255, 255), (256, 256)]
+"""Input planes (H, W), odd ones among them; every source coordinate stays below 256."""
 _UP_RESIZE = [("scale", 2.0), ("scale", 3.0), ("scale", 4.0), ("scale", 1.5), ("scale", 2.5),
               ("size", 1.5, 2.0), ("size", 2.3, 2.3), ("size", 1.25, 1.75), ("size", 3.1, 2.2)]
 
@@ -661,9 +662,10 @@ def _up_out(h: int, w: int, resize: tuple) -> tuple[int, int]:
     return round(h * resize[1]), round(w * resize[2])
 
 
-_UP_SHAPES = [(n, c, hw, rs) for n, c, hw, rs in itertools.product([1, 2, 4, 8, 16, 32], [3, 8, 16, 32, 64, 128, 256],
-                                                                   _UP_PLANES, _UP_RESIZE)
-              if 2**22 <= n * c * math.prod(_up_out(*hw, rs)) <= 2**25 and n * c * hw[0] * hw[1] <= 2**24]
+_UP_SHAPES = [(n, c, hw, rs) for n, c, hw, rs in itertools.product([1, 2, 4, 8, 16, 32, 64],
+                                                                   [3, 8, 16, 32, 64, 128, 256], _UP_PLANES, _UP_RESIZE)
+              if 2**24 <= n * c * math.prod(_up_out(*hw, rs)) <= 2**26 and n * c * hw[0] * hw[1] <= 2**24]
+"""16M to 64M outputs (64 to 256 MB written by one kernel), inputs of at most 16M."""
 
 
 def _upsample_task(index: int, p: dict) -> GeneratedTorchTask:
@@ -990,7 +992,7 @@ _PS_PLANES = [(16, 16), (17, 17), (24, 40), (28, 28), (31, 33), (32, 32), (45, 4
               (96, 96), (127, 127), (128, 128)]  # the low-resolution plane; W not a multiple of 4 for some
 _PS_SHAPES = [(op, r, n, c, hw) for op, r, n, c, hw in itertools.product(
                   ["shuffle", "unshuffle"], [2, 3, 4], [1, 2, 4, 8, 16, 32, 64], [1, 3, 4, 8, 16, 32, 64], _PS_PLANES)
-              if 2**22 <= n * c * r * r * hw[0] * hw[1] <= 2**25]
+              if 2**23 <= n * c * r * r * hw[0] * hw[1] <= 3 * 2**24]  # 8M to 48M elements
 
 
 def _pixel_task(index: int, p: dict) -> GeneratedTorchTask:
