@@ -74,6 +74,19 @@ outputs per thread along W, a channel walk, a grid-stride loop, two separable pa
 ``nn.PixelUnshuffle`` with r from 2 to 4, optionally followed by an activation (a thread per output or per input,
 2-D blocks, a low-resolution pixel's r x r elements in registers, float4 rows, a grid-stride loop, a row staged in
 shared memory).
+
+``index_add_rows``, ``topk_rows``, ``histc_bins`` (``irregular``): ``base.index_add(0, index, src, alpha=a)`` with
+int64 indices that repeat (uniform, sorted, skewed or few distinct targets) over (N, D) or (N, d1, d2) rows (atomics
+per element, a thread, warp (float4) or block per source row, a grid-stride loop on a small grid, tiles of 64
+source rows adding up their duplicate targets before one atomic each, and row ownership: a block owns a range of
+output rows, scans every index and writes base plus its shared tile once, without global atomics);
+``torch.topk(x, k, dim=-1).values`` with k from 1 to 32 on rows of 64 to 8192, largest or smallest, normal, tied or
+ramped data (a thread per row with an insertion buffer, a warp per row merging its lanes' top k, a block per row
+with a bitonic sort or k rounds of argmax in shared memory, per-chunk top k then a merge, a warp per row taking
+the next largest value and its count round after round); ``torch.histc`` of one to three inputs with 16 to 4096
+bins, as float counts, bins exactly as ATen's (global atomics, a shared histogram per block, per-warp
+sub-histograms, a thread per bin counting staged bins, a grid-stride loop with float4 loads, two passes with
+per-block partial histograms, warp-aggregated atomics with ``__match_any_sync``).
 """
 
 from __future__ import annotations
@@ -85,6 +98,7 @@ from cudaperf.dataset.pytorch_families.common import ACTIVATIONS, GeneratedTorch
 from cudaperf.dataset.pytorch_families.elementwise import elementwise_chain
 from cudaperf.dataset.pytorch_families.fused import gelu_mlp, group_norm, scaled_dot_attention
 from cudaperf.dataset.pytorch_families.layout import pixel_shuffle, transpose_scale, upsample_bilinear
+from cudaperf.dataset.pytorch_families.irregular import histc_bins, index_add_rows, topk_rows
 from cudaperf.dataset.pytorch_families.losses import cross_entropy_loss, embedding_bag_mean, masked_softmax
 from cudaperf.dataset.pytorch_families.mlp import conv1d_causal, rotary_embedding, swiglu_mlp
 from cudaperf.dataset.pytorch_families.norms import batch_norm_eval, l2_normalize_rows, rms_norm
@@ -100,17 +114,19 @@ TORCH_FAMILIES: dict[str, Callable[[int], GeneratedTorchTask]] = {
     "cross_entropy_loss": cross_entropy_loss, "masked_softmax": masked_softmax,
     "embedding_bag_mean": embedding_bag_mean,
     "swiglu_mlp": swiglu_mlp, "conv1d_causal": conv1d_causal, "rotary_embedding": rotary_embedding,
-    "transpose_scale": transpose_scale, "upsample_bilinear": upsample_bilinear, "pixel_shuffle": pixel_shuffle}
+    "transpose_scale": transpose_scale, "upsample_bilinear": upsample_bilinear, "pixel_shuffle": pixel_shuffle,
+    "index_add_rows": index_add_rows, "topk_rows": topk_rows, "histc_bins": histc_bins}
 
 NOT_YET_SHIPPED = frozenset({"gelu_mlp", "group_norm", "scaled_dot_attention", "rms_norm", "l2_normalize_rows",
                              "batch_norm_eval", "cross_entropy_loss", "masked_softmax", "embedding_bag_mean",
                              "swiglu_mlp", "conv1d_causal", "rotary_embedding", "transpose_scale",
-                             "upsample_bilinear", "pixel_shuffle"})
+                             "upsample_bilinear", "pixel_shuffle", "index_add_rows", "topk_rows", "histc_bins"})
 """Families generated and checked on the CPU whose variants have not run on a GPU yet, so the shipped dataset does not
 hold them (docs/DATASET.md: a family enters it after a GPU check); remove a name once its problems are shipped."""
 
-__all__ = ["ACTIVATIONS", "GeneratedTorchTask", "NOT_YET_SHIPPED", "TORCH_FAMILIES", "TorchVariant", "batch_norm_eval",
-           "col_reduce", "conv1d_causal", "cross_entropy_loss", "depthwise_conv2d", "elementwise_chain",
-           "embedding_bag_mean", "gelu_mlp", "group_norm", "l2_normalize_rows", "layer_norm", "linear_act",
-           "masked_softmax", "pixel_shuffle", "pool2d", "rms_norm", "rotary_embedding", "row_cumsum", "row_reduce",
-           "row_softmax", "scaled_dot_attention", "swiglu_mlp", "transpose_scale", "upsample_bilinear"]
+__all__ = ["ACTIVATIONS", "GeneratedTorchTask", "NOT_YET_SHIPPED", "TORCH_FAMILIES", "TorchVariant",
+           "batch_norm_eval", "col_reduce", "conv1d_causal", "cross_entropy_loss", "depthwise_conv2d",
+           "elementwise_chain", "embedding_bag_mean", "gelu_mlp", "group_norm", "histc_bins", "index_add_rows",
+           "l2_normalize_rows", "layer_norm", "linear_act", "masked_softmax", "pixel_shuffle", "pool2d", "rms_norm",
+           "rotary_embedding", "row_cumsum", "row_reduce", "row_softmax", "scaled_dot_attention", "swiglu_mlp",
+           "topk_rows", "transpose_scale", "upsample_bilinear"]
