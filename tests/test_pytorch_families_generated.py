@@ -31,6 +31,9 @@ SHAPE_KEYS = {  # the parameters that make a problem's shape, per family
     "transpose_scale": ("layout", "batch", "rows", "cols"),
     "upsample_bilinear": ("batch", "channels", "height", "width", "out_height", "out_width"),
     "pixel_shuffle": ("op", "factor", "batch", "channels", "height", "width"),
+    "index_add_rows": ("rows", "index_len", "dim", "layout"),
+    "topk_rows": ("batch", "heads", "length", "k"),
+    "histc_bins": ("batch", "widths", "bins"),
 }
 FAMILIES = sorted(SHAPE_KEYS)
 
