@@ -17,17 +17,17 @@ simulation: 1.6e-3 for c = 8192, s = 2, over 200 sums), so atol = 1e-4 + 1e-6 * 
 the busiest output row's count (the skewed pattern's hottest row takes M / sqrt(N) of the indices), and rtol
 1e-4; a term missed or added twice moves an output by about s.
 
-``topk_rows``: ``torch.topk(x, k, dim=-1, largest=..., sorted=True).values`` over rows of length L (64 to 8192)
-of a (B, L) or (B, H, L) input, k from 1 to 32. The index picks B, H, L, k, largest or smallest, and the data:
-normal, ties (multiples of 1/8 from a small range: many equal values in every top k) or a ramp with small noise
-(ascending or descending: insertion has the most work when the largest values come last). Variants: a thread per
-row keeping a sorted buffer of k in local memory (insertion), a warp per row whose lanes keep their own top k
-and merge them in k rounds of warp argmax, a block per row sorting the row in shared memory by a bitonic network
-(padded to a power of two with -inf), a block per row taking k rounds of block argmax over the row in shared
-memory, two passes (a warp per 256-element chunk writes the chunk's top k, a warp per row merges the chunks'
-lists), and a warp per row without buffers: round after round the largest value below the last one taken and
-its count. The smallest k are the largest k of -x (negation is exact). Outputs are input values, ties give the
-same values whichever element is taken, so the tolerance is zero.
+``topk_rows``: ``torch.topk(x, k, dim=-1, largest=..., sorted=True).values`` over rows of length L (64 to 8192) of a
+(B, L) or (B, H, L) input, k from 1 to 32. The index picks B, H, L, k, largest or smallest, and the data: normal,
+ties (multiples of 1/8 from a range of about L/2 values: each about twice per row, so the top k holds equal values,
+and the rows still differ) or a ramp with small noise (ascending or descending: insertion has the most work when the
+largest values come last). Variants: a thread per row keeping a sorted buffer of k in local memory (insertion), a
+warp per row whose lanes keep their own top k and merge them in k rounds of warp argmax, a block per row sorting the
+row in shared memory by a bitonic network (padded to a power of two with -inf), a block per row taking k rounds of
+block argmax over the row in shared memory, two passes (a warp per 256-element chunk writes the chunk's top k, a
+warp per row merges the chunks' lists), and a warp per row without buffers: round after round the largest value
+below the last one taken and its count. The smallest k are the largest k of -x (negation is exact). Outputs are
+input values, ties give the same values whichever element is taken, so the tolerance is zero.
 
 ``histc_bins``: ``torch.histc`` of one to three inputs (each (B, W_i), added bin by bin when there are several)
 with ``bins`` from 16 to 4096 over a [min, max] that leaves some values outside, as float counts. The index
@@ -626,9 +626,10 @@ def topk_rows(index: int) -> GeneratedTorchTask:
     if data == "normal":
         x = f"torch.randn({dims}) * {spread}"
         what = "normal values"
-    elif data == "ties":
-        x = f"torch.randint(-64, 65, ({dims},)).float() / 8"
-        what = "multiples of 1/8 in [-8, 8] (many ties)"
+    elif data == "ties":  # about two copies of each value per row: ties inside the top k, yet rows differ
+        q = n // 4
+        x = f"torch.randint(-{q}, {q + 1}, ({dims},)).float() / 8"
+        what = f"multiples of 1/8 in [-{q / 8}, {q / 8}] (each value about twice per row: ties)"
     else:
         lo, hi = (-spread, spread) if rng.random() < 0.5 else (spread, -spread)
         x = f"torch.randn({dims}) * 0.05 + torch.linspace({lo!r}, {hi!r}, {n})"
