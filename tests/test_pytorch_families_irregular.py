@@ -243,7 +243,7 @@ def _emulate(g, batch: int, schedules=("round_robin", "lowest_first"), seed: int
             r = emu.run(exe, inputs, [(tuple(ref.shape), "float32")], schedule=s)
             if not r.clean:
                 bad.append(f"{v.name} [{s}]: rc {r.rc}, modified {r.inputs_modified}, guards {r.guards_broken}, "
-                           f"leaked {r.leaked}: {r.errors[:600]}")
+                           f"leaked {r.leaked}: {'; '.join(r.errors)[:600]}")
                 continue
             got = torch.from_numpy(r.outputs[0]).double()
             excess = (got - ref.double()).abs() - (atol + rtol * ref.double().abs())
@@ -263,8 +263,9 @@ def _full_size_launches(g) -> list[str]:
             inputs, ref = _problem(g, batch=batch)
         for v in g.variants:
             r = emu.run(emu.build(v.code), inputs, [(tuple(ref.shape), "float32")], dry=True)
-            if r.rc != 0 or r.errors or r.launches == 0:
-                bad.append(f"{v.name} at batch {batch}: rc {r.rc}, {r.launches} launches: {r.errors[:400]}")
+            if r.rc != 0 or r.errors or not r.launches:
+                bad.append(f"{v.name} at batch {batch}: rc {r.rc}, {len(r.launches)} launches: "
+                           f"{'; '.join(r.errors)[:400]}")
     return bad
 
 
@@ -295,10 +296,13 @@ _EMULATED = [
 ]
 
 
+_FOUR_SCHEDULES = ("round_robin", "round_robin_reversed", "lowest_first", "highest_first")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("family,pred,batch", _EMULATED)
 def test_every_variant_of_more_problems_gives_the_reference_in_every_schedule(family, pred, batch):
-    bad = _emulate(family(_first(family, pred)), batch, schedules=emu.SCHEDULES, seed=3)
+    bad = _emulate(family(_first(family, pred)), batch, schedules=_FOUR_SCHEDULES, seed=3)
     assert not bad, "\n".join(bad)
 
 

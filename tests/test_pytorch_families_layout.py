@@ -2,9 +2,9 @@
 and settings the variants must handle, tolerances that a float64 evaluation (and, for the bilinear coordinates, a
 float32 simulation of both roundings) respects, and variants that differ, pass the static checks, build with nvcc,
 launch within the CUDA runtime's limits at every problem's full size, and give the reference's outputs when run on
-the CPU emulator (``tests/cpu_cuda.py``) on small problems with the same constants: odd shapes, partial tiles,
-float4 paths and their scalar fallbacks, both thread orders at barriers, tensors exactly their size under
-AddressSanitizer. Their outputs on a GPU are checked there.
+the CPU emulator (``tests/cuda_cpu_emulator.py``) on small problems with the same constants: odd shapes, partial
+tiles, float4 paths and their scalar fallbacks, both thread orders at barriers, tensors between guard zones under
+AddressSanitizer and UndefinedBehaviorSanitizer, inputs unchanged. Their outputs on a GPU are checked there.
 The checks every generated family shares (registration, validity, variety, determinism) are in
 ``tests/test_pytorch_families_generated.py``."""
 
@@ -19,8 +19,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cpu_cuda import build as emu_build  # noqa: E402
-from cpu_cuda import emulate  # noqa: E402
+import cuda_cpu_emulator as emu  # noqa: E402
 from cudaperf.dataset.pytorch_families.layout import (_pixel_task, _transpose_task, _up_out,  # noqa: E402
                                                       _upsample_task, pixel_shuffle, transpose_scale,
                                                       upsample_bilinear)
@@ -320,12 +319,12 @@ def _dry_run_family(family, indices) -> int:
         groups.setdefault(_launch_key(g), []).append(g)
     runs = 0
     for gens in groups.values():
-        exe = emu_build([v.code for v in gens[0].variants], sanitize=False)
+        exe = emu.build([v.code for v in gens[0].variants])
         for g in gens:
             for b in _sizes(g):
                 ins, out = _full_size(g, b)
                 for k, v in enumerate(gens[0].variants):
-                    r = emulate(exe, k, ins, [out], dry=True)
+                    r = emu.run(exe, [(s, "float32") for s in ins], [(out, "float32")], unit=k, dry=True)
                     assert r.rc == 0 and not r.errors and r.launches, (g.task.id, b, v.name, r.log)
                     runs += 1
     return runs
@@ -389,7 +388,7 @@ def _vec_applies(g) -> bool:
 
 def _emulate_problem(family, index):
     base = family(index)
-    exe = emu_build([v.code for v in base.variants])
+    exe = emu.build([v.code for v in base.variants], sanitize=True)
     checked = 0
     for g in _small_tasks(family, index):
         assert [v.code for v in g.variants] == [v.code for v in base.variants]  # the same units
@@ -403,15 +402,16 @@ def _emulate_problem(family, index):
             aligns = (False, True) if "& 15" in v.code else (False,)  # a float4 path and its scalar fallback
             for order in orders:
                 for misalign in aligns:
-                    r = emulate(exe, k, arrays, [tuple(y.shape)], order=order, misalign=misalign)
+                    r = emu.run(exe, arrays, [(tuple(y.shape), "float32")], unit=k, schedule=order,
+                                misalign=misalign)
                     what = (g.task.id, g.params, v.name, order, misalign)
-                    assert r.rc == 0 and not r.errors, (what, r.log)
+                    assert r.clean, (what, r.inputs_modified, r.guards_broken, r.leaked, r.log)
                     err = np.abs(r.outputs[0].astype(np.float64) - y.numpy())
                     assert bool((err <= atol + rtol * np.abs(y.numpy())).all()), (what, float(np.nanmax(err)))
                     if v.name in _VEC_KERNELS:
                         fast, slow = _VEC_KERNELS[v.name]
                         want = fast if _vec_applies(g) and not misalign else slow
-                        assert all(line.startswith(want + " ") for line in r.launches), (what, r.launches)
+                        assert r.launches and all(x["name"] == want for x in r.launches), (what, r.launches)
                     checked += 1
     return checked
 
