@@ -235,12 +235,12 @@ def _emulate(g, batch: int, schedules=("round_robin", "lowest_first"), seed: int
     inputs, ref = _problem(g, batch=batch, seed=seed)
     atol, rtol = g.task.tolerance.fp32
     bad = []
-    for v in g.variants:
+    exe = emu.build([v.code for v in g.variants])  # one g++ run: variant k is unit k
+    for k, v in enumerate(g.variants):
         if only and v.name not in only:
             continue
-        exe = emu.build(v.code)
         for s in schedules:
-            r = emu.run(exe, inputs, [(tuple(ref.shape), "float32")], schedule=s)
+            r = emu.run(exe, inputs, [(tuple(ref.shape), "float32")], unit=k, schedule=s)
             if not r.clean:
                 bad.append(f"{v.name} [{s}]: rc {r.rc}, modified {r.inputs_modified}, guards {r.guards_broken}, "
                            f"leaked {r.leaked}: {'; '.join(r.errors)[:600]}")
@@ -261,8 +261,9 @@ def _full_size_launches(g) -> list[str]:
     for batch in (b0, b0 // 2 + 1):
         with torch.device("meta"):
             inputs, ref = _problem(g, batch=batch)
-        for v in g.variants:
-            r = emu.run(emu.build(v.code), inputs, [(tuple(ref.shape), "float32")], dry=True)
+        exe = emu.build([v.code for v in g.variants])
+        for k, v in enumerate(g.variants):
+            r = emu.run(exe, inputs, [(tuple(ref.shape), "float32")], unit=k, dry=True)
             if r.rc != 0 or r.errors or not r.launches:
                 bad.append(f"{v.name} at batch {batch}: rc {r.rc}, {len(r.launches)} launches: "
                            f"{'; '.join(r.errors)[:400]}")
