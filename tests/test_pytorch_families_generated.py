@@ -1,11 +1,13 @@
 """What every PyTorch family written for issue 28 must hold, whatever it computes: registered and (until its GPU
 check) not shipped; valid problems that are not degenerate, varied across indices (different shapes, not only
-different constants) and deterministic; 6 to 8 distinct variants. Each family's own tests (its parameters, inputs,
+different constants) and deterministic; 6 to 8 distinct variants, each with tags of its own, launching on the given
+stream and differently from the others, and past the fast path's static checks. Each family's own tests (its parameters, inputs,
 tolerances, launches and builds) are in ``tests/test_pytorch_families_<module>.py``."""
 
 from __future__ import annotations
 
 import ast
+import re
 
 import pytest
 
@@ -13,6 +15,8 @@ pytest.importorskip("torch")
 
 from cudaperf.dataset.pytorch_families import NOT_YET_SHIPPED, TORCH_FAMILIES  # noqa: E402
 from cudaperf.dataset.pytorch_families.common import task_id  # noqa: E402
+from cudaperf.harness.static_checks import strip_comments_and_strings  # noqa: E402
+from cudaperf.harness.torch_fast import check_fast_candidate  # noqa: E402
 from cudaperf.tasks.pytorch import degenerate_reasons  # noqa: E402
 
 SHAPE_KEYS = {  # the parameters that make a problem's shape, per family
@@ -72,3 +76,29 @@ def test_problems_are_deterministic_by_index(name):
     a, b = TORCH_FAMILIES[name](2), TORCH_FAMILIES[name](2)
     assert a.task.source == b.task.source and a.params == b.params and a.task.tolerance == b.task.tolerance
     assert [(v.name, v.tags, v.code) for v in a.variants] == [(v.name, v.tags, v.code) for v in b.variants]
+
+
+_LAUNCH = re.compile(r"(\w+(?:<[^<>;]*>)?)\s*<<<(.*?)>>>", re.S)
+_CONSTANT = re.compile(r"(?:constexpr\s+\w+\s+(\w+)\s*=\s*([^;]+);|#define\s+(\w+)\s+(\S+))")
+
+
+def _launch_signature(code: str) -> tuple:
+    """A variant's launches (kernel, configuration) and its named constants (a padding or tile width can be the
+    only difference between two strategies' launches, as with transpose tiles with and without the +1 padding)."""
+    text = strip_comments_and_strings(code)
+    launches = _LAUNCH.findall(text)
+    assert launches and all("stream" in cfg for _, cfg in launches), "every launch on the given stream"
+    return (tuple((name, " ".join(cfg.split())) for name, cfg in launches),
+            tuple(sorted((a or c, " ".join((b or d).split())) for a, b, c, d in _CONSTANT.findall(text))))
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("index", [0, 1])
+def test_variants_launch_differently_and_pass_the_static_checks(name, index):
+    g = TORCH_FAMILIES[name](index)
+    signatures = [_launch_signature(v.code) for v in g.variants]
+    assert len(set(signatures)) == len(signatures), [v.name for v in g.variants]
+    assert len({frozenset(v.tags) for v in g.variants}) == len(g.variants)
+    for v in g.variants:
+        chk = check_fast_candidate(v.code)
+        assert chk.ok, (name, index, v.name, chk.reasons)
