@@ -14,8 +14,8 @@ torch = pytest.importorskip("torch")
 from cudaperf.dataset.pytorch_families.blocks import col_reduce, layer_norm, linear_act  # noqa: E402
 from cudaperf.dataset.pytorch_families.common import task_id  # noqa: E402
 from cudaperf.harness.static_checks import strip_comments_and_strings  # noqa: E402
-from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
 from cudaperf.tasks.pytorch import degenerate_reasons, problem_namespace  # noqa: E402
+from torch_family_checks import check_and_build  # noqa: E402
 
 FAMILIES = [linear_act, layer_norm, col_reduce]
 
@@ -84,8 +84,4 @@ def test_variants_launch_differently(family):
 
 @pytest.mark.parametrize("family,index", [(f, i) for f in FAMILIES for i in (0, 1)])
 def test_every_variant_passes_the_checks_and_builds(family, index):
-    for v in family(index).variants:
-        chk = check_fast_candidate(v.code)
-        assert chk.ok, (v.name, chk.reasons)
-        b = build_fast_candidate(v.code)
-        assert b.stage == "ok", (v.name, b.info.log[-2000:])
+    check_and_build(family(index))

@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cudaperf.dataset.pytorch_families.fused import gelu_mlp, group_norm, scaled_dot_attention  # noqa: E402
-from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
 from cudaperf.tasks.pytorch import problem_namespace  # noqa: E402
+from torch_family_checks import check_and_build  # noqa: E402
 
 FAMILIES = [gelu_mlp, group_norm, scaled_dot_attention]
 
@@ -77,15 +77,6 @@ def test_float64_reference_is_within_the_tolerance(family):
         assert float(err) < 0.2, (g.task.id, float(err))
 
 
-
-
-
-
-
 @pytest.mark.parametrize("family,index", [(f, i) for f in FAMILIES for i in (0, 1, 2)])
 def test_every_variant_passes_the_checks_and_builds(family, index):
-    for v in family(index).variants:
-        chk = check_fast_candidate(v.code)
-        assert chk.ok, (v.name, chk.reasons)
-        b = build_fast_candidate(v.code)
-        assert b.stage == "ok", (v.name, b.info.log[-2000:])
+    check_and_build(family(index))

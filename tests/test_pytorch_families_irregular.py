@@ -18,8 +18,8 @@ torch = pytest.importorskip("torch")
 
 import cuda_cpu_emulator as emu  # noqa: E402
 from cudaperf.dataset.pytorch_families.irregular import histc_bins, index_add_rows, topk_rows  # noqa: E402
-from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
 from cudaperf.tasks.pytorch import degenerate_reasons, problem_namespace  # noqa: E402
+from torch_family_checks import check_and_build  # noqa: E402
 
 FAMILIES = [index_add_rows, topk_rows, histc_bins]
 
@@ -183,25 +183,12 @@ def test_other_forms_are_not_degenerate(family, pred):
     assert degenerate_reasons(g.task) == [], (g.task.id, g.params)
 
 
-
-
-
-
-
-def _check_and_build(family, index):
-    for v in family(index).variants:
-        chk = check_fast_candidate(v.code)
-        assert chk.ok, (v.name, chk.reasons)
-        b = build_fast_candidate(v.code)
-        assert b.stage == "ok", (v.name, b.info.log[-2000:])
-
-
 # one problem per family by default (six or seven nvcc builds each); the code differs with alpha (index_add_rows), k
 # and the order (topk_rows), the bins, the range and the number of inputs (histc_bins)
 @pytest.mark.parametrize("family,index", [(index_add_rows, 0), (topk_rows, 0),
                                           (histc_bins, _first(histc_bins, lambda p: p["bins"] == 4096))])
 def test_every_variant_passes_the_checks_and_builds(family, index):
-    _check_and_build(family, index)
+    check_and_build(family(index))
 
 
 @pytest.mark.slow
@@ -210,7 +197,7 @@ def test_every_variant_passes_the_checks_and_builds(family, index):
                                           (topk_rows, _first(topk_rows, lambda p: not p["largest"])),
                                           (histc_bins, _first(histc_bins, lambda p: len(p["widths"]) == 3))])
 def test_every_variant_of_the_other_forms_passes_the_checks_and_builds(family, index):
-    _check_and_build(family, index)
+    check_and_build(family(index))
 
 
 # ---------------------------------------------------------------------------------------------------------------

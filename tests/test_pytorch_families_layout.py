@@ -22,8 +22,9 @@ import cuda_cpu_emulator as emu  # noqa: E402
 from cudaperf.dataset.pytorch_families.layout import (_pixel_task, _transpose_task, _up_out,  # noqa: E402
                                                       _upsample_task, pixel_shuffle, transpose_scale,
                                                       upsample_bilinear)
-from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
+from cudaperf.harness.torch_fast import build_fast_candidate  # noqa: E402
 from cudaperf.tasks.pytorch import problem_namespace  # noqa: E402
+from torch_family_checks import check_and_build  # noqa: E402
 
 FAMILIES = [transpose_scale, upsample_bilinear, pixel_shuffle]
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU emulator needs g++")
@@ -243,13 +244,6 @@ def test_bilinear_steps_are_one_over_the_scale_factor_not_in_over_out():
 # variants: launches, static checks, builds
 
 
-
-
-
-
-
-
-
 @pytest.mark.parametrize("family,variant", [(transpose_scale, "tile_float4"),
                                             (upsample_bilinear, "row_coefficients_shared"),
                                             (pixel_shuffle, "float4_rows")])
@@ -275,11 +269,7 @@ def _build_cases():
 @pytest.mark.slow
 @pytest.mark.parametrize("family,index", _build_cases())
 def test_every_variant_passes_the_checks_and_builds(family, index):
-    for v in family(index).variants:
-        chk = check_fast_candidate(v.code)
-        assert chk.ok, (v.name, chk.reasons)
-        b = build_fast_candidate(v.code)
-        assert b.stage == "ok", (v.name, b.info.log[-2000:])
+    check_and_build(family(index))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -15,8 +15,8 @@ torch = pytest.importorskip("torch")
 
 from cudaperf.dataset.pytorch_families.losses import (cross_entropy_loss, embedding_bag_mean,  # noqa: E402
                                                       masked_softmax)
-from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
 from cudaperf.tasks.pytorch import problem_namespace  # noqa: E402
+from torch_family_checks import check_and_build  # noqa: E402
 
 FAMILIES = [cross_entropy_loss, masked_softmax, embedding_bag_mean]
 
@@ -135,24 +135,6 @@ def test_float64_reference_is_within_the_tolerance(family, index):
     assert float(err) < 0.2, (g.task.id, float(err))
 
 
-
-
-@pytest.mark.parametrize("family,index", [(cross_entropy_loss, _first(cross_entropy_loss,
-                                                                      lambda p: p["reduction"] == "mean")),
-                                          (cross_entropy_loss, _first(cross_entropy_loss,
-                                                                      lambda p: p["reduction"] == "none")),
-                                          (masked_softmax, 0), (embedding_bag_mean, 0)])
-
-
-
-def _check_and_build(family, index):
-    for v in family(index).variants:
-        chk = check_fast_candidate(v.code)
-        assert chk.ok, (v.name, chk.reasons)
-        b = build_fast_candidate(v.code)
-        assert b.stage == "ok", (v.name, b.info.log[-2000:])
-
-
 # one problem per family by default (six nvcc builds each, about a minute on two cores); the code differs with
 # the reduction (cross_entropy_loss), the scale (masked_softmax), the width and the mode (embedding_bag_mean)
 @pytest.mark.parametrize("family,index", [(cross_entropy_loss, _first(cross_entropy_loss,
@@ -161,7 +143,7 @@ def _check_and_build(family, index):
                                           (embedding_bag_mean, _first(embedding_bag_mean,
                                                                       lambda p: p["dim"] % 4 != 0))])
 def test_every_variant_passes_the_checks_and_builds(family, index):
-    _check_and_build(family, index)
+    check_and_build(family(index))
 
 
 @pytest.mark.slow
@@ -171,4 +153,4 @@ def test_every_variant_passes_the_checks_and_builds(family, index):
                                           (embedding_bag_mean, _first(embedding_bag_mean,
                                                                       lambda p: p["mode"] == "sum"))])
 def test_every_variant_of_the_other_forms_passes_the_checks_and_builds(family, index):
-    _check_and_build(family, index)
+    check_and_build(family(index))

@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cudaperf.dataset.pytorch_families.mlp import conv1d_causal, rotary_embedding, swiglu_mlp  # noqa: E402
-from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
 from cudaperf.tasks.pytorch import problem_namespace  # noqa: E402
+from torch_family_checks import check_and_build  # noqa: E402
 
 FAMILIES = [swiglu_mlp, conv1d_causal, rotary_embedding]
 
@@ -154,11 +154,6 @@ def test_float64_reference_is_within_the_tolerance(family):
         assert float(err) < 0.2, (g.task.id, float(err))
 
 
-
-
-
-
-
 def _first_index(family, key, value) -> int:
     return next(i for i in range(50) if family(i).params[key] == value)
 
@@ -178,8 +173,4 @@ def _build_cases():
 
 @pytest.mark.parametrize("family,index", _build_cases())
 def test_every_variant_passes_the_checks_and_builds(family, index):
-    for v in family(index).variants:
-        chk = check_fast_candidate(v.code)
-        assert chk.ok, (v.name, chk.reasons)
-        b = build_fast_candidate(v.code)
-        assert b.stage == "ok", (v.name, b.info.log[-2000:])
+    check_and_build(family(index))

@@ -14,8 +14,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cudaperf.dataset.pytorch_families.norms import batch_norm_eval, l2_normalize_rows, rms_norm  # noqa: E402
-from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
+from cudaperf.harness.torch_fast import build_fast_candidate  # noqa: E402
 from cudaperf.tasks.pytorch import problem_namespace  # noqa: E402
+from torch_family_checks import check_and_build  # noqa: E402
 
 FAMILIES = [rms_norm, l2_normalize_rows, batch_norm_eval]
 
@@ -139,14 +140,6 @@ def test_batch_norm_in_the_variants_form_is_within_the_tolerance():
         assert _error_ratio(g, y, y64) < 0.2, (g.task.id, _error_ratio(g, y, y64))
 
 
-
-
-
-
-
-
-
-
 @pytest.mark.parametrize("family,variant", [(rms_norm, "four_rows_per_block"),
                                             (l2_normalize_rows, "split_rows_atomics"),
                                             (batch_norm_eval, "constants_in_constant_memory")])
@@ -161,8 +154,4 @@ def test_the_variant_with_the_most_host_calls_builds(family, variant):
 @pytest.mark.slow
 @pytest.mark.parametrize("family,index", [(f, i) for f in FAMILIES for i in (0, 1, 2)])
 def test_every_variant_passes_the_checks_and_builds(family, index):
-    for v in family(index).variants:
-        chk = check_fast_candidate(v.code)
-        assert chk.ok, (v.name, chk.reasons)
-        b = build_fast_candidate(v.code)
-        assert b.stage == "ok", (v.name, b.info.log[-2000:])
+    check_and_build(family(index))
