@@ -38,6 +38,9 @@ SHAPE_KEYS = {  # the parameters that make a problem's shape, per family
     "index_add_rows": ("rows", "index_len", "dim", "layout"),
     "topk_rows": ("batch", "heads", "length", "k"),
     "histc_bins": ("batch", "widths", "bins"),
+    "bmm_batched": ("batch", "m", "n", "k"),
+    "conv2d_bias_relu": ("batch", "cin", "cout", "h", "w", "kernel", "stride", "pad"),
+    "half_linear": ("batch", "in_features", "out_features"),
 }
 FAMILIES = sorted(SHAPE_KEYS)
 

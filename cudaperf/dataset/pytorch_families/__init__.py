@@ -87,6 +87,17 @@ the next largest value and its count round after round); ``torch.histc`` of one 
 bins, as float counts, bins exactly as ATen's (global atomics, a shared histogram per block, per-warp
 sub-histograms, a thread per bin counting staged bins, a grid-stride loop with float4 loads, two passes with
 per-block partial histograms, warp-aggregated atomics with ``__match_any_sync``).
+
+``bmm_batched``, ``conv2d_bias_relu``, ``half_linear`` (``dense``): ``torch.bmm`` with either operand stored transposed,
+optionally scaled and plus a seeded bias (a thread per output, 2-D blocks with blockIdx.z as the batch, shared tiles
+of 16 and 32 loaded along each operand's contiguous dimension, 4x4 register blocking, a warp per output with float4
+loads along K, a block per output row with the A row in shared memory); ``nn.Conv2d`` with 3x3 or 5x5 kernels, stride
+1 or 2, padding and a bias, then ReLU or nothing (a thread per output, a shared input tile with its halo for one or
+four output channels per thread, a channel's weights in shared memory, four output channels per thread in registers,
+im2col then a tiled GEMM, a channel-last walk); a float16 ``nn.Linear`` accumulating in float32, then an activation,
+the output float16 or cast back to float32 (a thread per output with a separate epilogue kernel or with the epilogue
+fused, ``__half2`` loads, shared tiles of halves of 16 and 32, a warp per output with 16-byte loads and shuffles, 2x2
+and 4x4 register blocking).
 """
 
 from __future__ import annotations
@@ -95,6 +106,7 @@ from typing import Callable
 
 from cudaperf.dataset.pytorch_families.blocks import col_reduce, layer_norm, linear_act
 from cudaperf.dataset.pytorch_families.common import ACTIVATIONS, GeneratedTorchTask, TorchVariant
+from cudaperf.dataset.pytorch_families.dense import bmm_batched, conv2d_bias_relu, half_linear
 from cudaperf.dataset.pytorch_families.elementwise import elementwise_chain
 from cudaperf.dataset.pytorch_families.fused import gelu_mlp, group_norm, scaled_dot_attention
 from cudaperf.dataset.pytorch_families.layout import pixel_shuffle, transpose_scale, upsample_bilinear
@@ -115,18 +127,20 @@ TORCH_FAMILIES: dict[str, Callable[[int], GeneratedTorchTask]] = {
     "embedding_bag_mean": embedding_bag_mean,
     "swiglu_mlp": swiglu_mlp, "conv1d_causal": conv1d_causal, "rotary_embedding": rotary_embedding,
     "transpose_scale": transpose_scale, "upsample_bilinear": upsample_bilinear, "pixel_shuffle": pixel_shuffle,
-    "index_add_rows": index_add_rows, "topk_rows": topk_rows, "histc_bins": histc_bins}
+    "index_add_rows": index_add_rows, "topk_rows": topk_rows, "histc_bins": histc_bins,
+    "bmm_batched": bmm_batched, "conv2d_bias_relu": conv2d_bias_relu, "half_linear": half_linear}
 
 NOT_YET_SHIPPED = frozenset({"gelu_mlp", "group_norm", "scaled_dot_attention", "rms_norm", "l2_normalize_rows",
                              "batch_norm_eval", "cross_entropy_loss", "masked_softmax", "embedding_bag_mean",
                              "swiglu_mlp", "conv1d_causal", "rotary_embedding", "transpose_scale",
-                             "upsample_bilinear", "pixel_shuffle", "index_add_rows", "topk_rows", "histc_bins"})
+                             "upsample_bilinear", "pixel_shuffle", "index_add_rows", "topk_rows", "histc_bins",
+                             "bmm_batched", "conv2d_bias_relu", "half_linear"})
 """Families generated and checked on the CPU whose variants have not run on a GPU yet, so the shipped dataset does not
 hold them (docs/DATASET.md: a family enters it after a GPU check); remove a name once its problems are shipped."""
 
 __all__ = ["ACTIVATIONS", "GeneratedTorchTask", "NOT_YET_SHIPPED", "TORCH_FAMILIES", "TorchVariant",
-           "batch_norm_eval", "col_reduce", "conv1d_causal", "cross_entropy_loss", "depthwise_conv2d",
-           "elementwise_chain", "embedding_bag_mean", "gelu_mlp", "group_norm", "histc_bins", "index_add_rows",
-           "l2_normalize_rows", "layer_norm", "linear_act", "masked_softmax", "pixel_shuffle", "pool2d", "rms_norm",
-           "rotary_embedding", "row_cumsum", "row_reduce", "row_softmax", "scaled_dot_attention", "swiglu_mlp",
-           "topk_rows", "transpose_scale", "upsample_bilinear"]
+           "batch_norm_eval", "bmm_batched", "col_reduce", "conv1d_causal", "conv2d_bias_relu", "cross_entropy_loss",
+           "depthwise_conv2d", "elementwise_chain", "embedding_bag_mean", "gelu_mlp", "group_norm", "half_linear",
+           "histc_bins", "index_add_rows", "l2_normalize_rows", "layer_norm", "linear_act", "masked_softmax",
+           "pixel_shuffle", "pool2d", "rms_norm", "rotary_embedding", "row_cumsum", "row_reduce", "row_softmax",
+           "scaled_dot_attention", "swiglu_mlp", "topk_rows", "transpose_scale", "upsample_bilinear"]
