@@ -65,12 +65,52 @@ def test_ctypes_layout_matches_the_c_compiler(tmp_path):
     assert c == py
 
 
+def test_the_c_dtype_codes_are_the_python_ones(tmp_path):
+    """Each ``DT_*`` code of the header is its dtype's index in DTYPES (what ``tensor_arg`` sends)."""
+    (tmp_path / "tensor_arg.h").write_text(HEADER)
+    names = [f"DT_{d.upper()}" for d in DTYPES]
+    (tmp_path / "codes.c").write_text(
+        '#include <stdio.h>\n#include "tensor_arg.h"\nint main(void) { printf("'
+        + " ".join(["%d"] * len(names)) + '\\n", ' + ", ".join(names) + "); return 0; }\n")
+    subprocess.run(["gcc", "-I", str(cuda_home() / "include"), str(tmp_path / "codes.c"), "-o",
+                    str(tmp_path / "codes")], check=True)
+    out = subprocess.run([str(tmp_path / "codes")], capture_output=True, text=True).stdout.split()
+    assert [int(v) for v in out] == list(range(len(DTYPES)))
+
+
+def test_float16_tensors_reach_the_entry_as_float16(tmp_path):
+    """A float16 input and output through FastModule: a host-only library (gcc, CPU tensors) reads the halves
+    by their bit patterns and writes twice each value, as a unit for the half-precision families would on the GPU."""
+    (tmp_path / "tensor_arg.h").write_text(HEADER)
+    (tmp_path / "twice.c").write_text("""#include "tensor_arg.h"
+int kernel_forward(const TensorArg* in, int n_in, TensorArg* out, int n_out, cudaStream_t stream) {
+    (void)stream;
+    if (n_in != 1 || n_out != 1 || in[0].dtype != DT_FLOAT16 || out[0].dtype != DT_FLOAT16) return 1;
+    if (in[0].numel != out[0].numel || in[0].ndim != 2 || in[0].strides[0] != in[0].shape[1]) return 1;
+    const _Float16* x = (const _Float16*)in[0].data;
+    _Float16* y = (_Float16*)out[0].data;
+    for (long long i = 0; i < in[0].numel; ++i) y[i] = x[i] * (_Float16)2;
+    return 0;
+}
+""")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-I", str(cuda_home() / "include"), str(tmp_path / "twice.c"), "-o",
+                    str(tmp_path / "twice.so")], check=True)
+    x = (torch.randn(3, 5) * 100).half()
+    y = torch.full((3, 5), float("nan"), dtype=torch.float16)
+    FastModule(tmp_path / "twice.so")([x], [y])
+    assert torch.equal(y, x * 2)
+    with pytest.raises(FastCallError, match="returned 1"):  # the dtype code is checked, not assumed
+        FastModule(tmp_path / "twice.so")([x.float()], [y])
+
+
 def test_tensor_descriptions():
     t = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4).transpose(1, 2)
     a = tensor_arg(t)
     assert (a.data, a.ndim, a.numel, a.dtype) == (t.data_ptr(), 3, 24, DTYPES.index("float32"))
     assert list(a.shape[:3]) == [2, 4, 3] and list(a.strides[:3]) == [12, 1, 4]
     assert tensor_arg(torch.zeros(2, dtype=torch.bfloat16)).dtype == DTYPES.index("bfloat16")
+    h = tensor_arg(torch.zeros(3, 4, dtype=torch.float16))
+    assert (h.dtype, h.numel, list(h.shape[:2]), list(h.strides[:2])) == (DTYPES.index("float16"), 12, [3, 4], [4, 1])
     with pytest.raises(ValueError, match="not supported"):
         tensor_arg(torch.zeros(2, dtype=torch.complex64))
     with pytest.raises(ValueError, match="at most 8"):
