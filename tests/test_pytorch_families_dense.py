@@ -11,7 +11,6 @@ The checks every generated family shares (registration, validity, variety, deter
 from __future__ import annotations
 
 import math
-import re
 import shutil
 
 import numpy as np
@@ -20,12 +19,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import cuda_cpu_emulator as emu  # noqa: E402
+from torch_family_checks import check_and_build  # noqa: E402
 
 from cudaperf.dataset.pytorch_families.common import ACTIVATIONS  # noqa: E402
 from cudaperf.dataset.pytorch_families.dense import bmm_batched, conv2d_bias_relu, half_linear  # noqa: E402
 from cudaperf.harness.pytorch_reference import compare_outputs  # noqa: E402
-from cudaperf.harness.static_checks import strip_comments_and_strings  # noqa: E402
-from cudaperf.harness.torch_fast import build_fast_candidate, check_fast_candidate  # noqa: E402
+from cudaperf.harness.torch_fast import build_fast_candidate  # noqa: E402
 from cudaperf.tasks.pytorch import problem_namespace  # noqa: E402
 
 FAMILIES = [bmm_batched, conv2d_bias_relu, half_linear]
@@ -275,30 +274,7 @@ def test_half_tolerance_covers_another_summation_order_and_catches_a_missing_ter
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# variants: launches, static checks, builds
-
-
-_LAUNCH = re.compile(r"(\w+(?:<[^<>;]*>)?)\s*<<<(.*?)>>>", re.S)
-
-
-@pytest.mark.parametrize("family", FAMILIES)
-def test_variants_launch_differently(family):
-    g = family(0)
-    launches = []
-    for v in g.variants:
-        found = _LAUNCH.findall(strip_comments_and_strings(v.code))
-        assert found and all("stream" in cfg for _, cfg in found), v.name  # every launch on the given stream
-        launches.append(tuple((name, " ".join(cfg.split())) for name, cfg in found))
-    assert len(set(launches)) == len(launches), launches
-    assert len({frozenset(v.tags) for v in g.variants}) == len(g.variants)
-
-
-@pytest.mark.parametrize("family", FAMILIES)
-def test_every_variant_passes_the_static_checks(family):
-    for index in (0, 1, 2):
-        for v in family(index).variants:
-            chk = check_fast_candidate(v.code)
-            assert chk.ok, (family.__name__, index, v.name, chk.reasons)
+# variants: builds (their launches and static checks: tests/test_pytorch_families_generated.py)
 
 
 @pytest.mark.parametrize("family,variant", [(bmm_batched, "block_per_row_shared_a"),
@@ -325,11 +301,7 @@ def _other_options(family) -> int:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_variant_passes_the_checks_and_builds(family):
     for index in (0, _other_options(family)):
-        for v in family(index).variants:
-            chk = check_fast_candidate(v.code)
-            assert chk.ok, (v.name, chk.reasons)
-            b = build_fast_candidate(v.code)
-            assert b.stage == "ok", (index, v.name, b.info.log[-2000:])
+        check_and_build(family(index))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -371,9 +343,11 @@ def _small_case(g, shape, seed: int = 0):
 
 def _emulate(g, variant, shape, order: str = "forward", code: str | None = None):
     inputs, ref = _small_case(g, shape)
-    r = emu.run(code or variant.code, inputs, [(tuple(ref.shape), ref.dtype)], order=order)
+    r = emu.run(emu.build(code or variant.code, sanitize=True), inputs, [(tuple(ref.shape), ref.dtype)],
+                schedule=order)
     assert r.errors == [] and r.rc == 0, (g.task.id, variant.name, shape, order, r.rc, r.errors)
-    verdict = compare_outputs(g.task, [ref], r.outputs)
+    assert not (r.inputs_modified or r.guards_broken or r.leaked), (g.task.id, variant.name, shape, order, r)
+    verdict = compare_outputs(g.task, [ref], [torch.from_numpy(o) for o in r.outputs])
     assert verdict is None, (g.task.id, variant.name, shape, order, verdict)
     return r
 
@@ -461,7 +435,7 @@ def _real_shapes(g, batch: int):
 def _dry_check(g, batch: int) -> None:
     ins, out = _real_shapes(g, batch)
     for v in g.variants:
-        r = emu.run(v.code, ins, [out], dry=True)
+        r = emu.run(emu.build(v.code), ins, [out], dry=True)
         assert r.rc == 0 and r.errors == [] and r.launches, (g.task.id, batch, v.name, r.rc, r.errors)
         for x in r.launches:  # over 256 threads, registers could run out unless the kernel declares its bound
             threads = x["block"][0] * x["block"][1] * x["block"][2]
