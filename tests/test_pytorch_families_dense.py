@@ -19,7 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import cuda_cpu_emulator as emu  # noqa: E402
-from torch_family_checks import check_and_build  # noqa: E402
+from torch_family_checks import check_and_build, model_and_inputs  # noqa: E402
 
 from cudaperf.dataset.pytorch_families.common import ACTIVATIONS  # noqa: E402
 from cudaperf.dataset.pytorch_families.dense import bmm_batched, conv2d_bias_relu, half_linear  # noqa: E402
@@ -33,16 +33,6 @@ needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU emul
 
 def _first(family, pred):
     return next(g for g in (family(i) for i in range(50)) if pred(g.params))
-
-
-def _model_and_inputs(g, batch: int | None = None, input_seed: int = 0):
-    ns = problem_namespace(g.task)
-    if batch is not None:
-        ns["batch_size"] = batch  # get_inputs reads the module global, as in the harness's second size
-    torch.manual_seed(1234)
-    model = ns["Model"](*ns["get_init_inputs"]()).eval()
-    torch.manual_seed(input_seed)
-    return model, ns["get_inputs"]()
 
 
 def _params(model) -> list:
@@ -65,7 +55,7 @@ def _act(name: str, v):
     (half_linear, lambda p: not p["bias"], ["fc.weight"])])
 def test_parameters_arrive_in_the_order_the_kernels_read_them(family, pred, names):
     g = _first(family, pred)
-    model, inputs = _model_and_inputs(g, batch=2)
+    model, inputs = model_and_inputs(g, batch=2)
     assert [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()] == names
     p = g.params
     if family is bmm_batched:
@@ -133,7 +123,7 @@ def test_bmm_model_reads_the_operands_as_the_kernels_index_them():
                  lambda p: p["trans_a"] and p["trans_b"]):
         g = _first(bmm_batched, pred)
         p = g.params
-        model, (a, b) = _model_and_inputs(g, batch=2)
+        model, (a, b) = model_and_inputs(g, batch=2)
         with torch.no_grad():
             y = model(a, b)
         m, n, k = p["m"], p["n"], p["k"]
@@ -152,7 +142,7 @@ def test_conv_model_is_the_strided_padded_sum_the_kernels_compute():
                  lambda p: p["stride"] == 2 and p["pad"] == 1 and not p["relu"]):
         g = _first(conv2d_bias_relu, pred)
         p = g.params
-        model, (x,) = _model_and_inputs(g, batch=1)
+        model, (x,) = model_and_inputs(g, batch=1)
         x = x[:, :, :20, :23].contiguous()  # a corner is enough, and the Model's conv takes any plane
         with torch.no_grad():
             y = model.double()(x.double())
@@ -198,7 +188,7 @@ def test_half_model_rounds_where_the_kernels_round():
                  lambda p: p["act"] == "none" and p["bias"]):
         g = _first(half_linear, pred)
         p = g.params
-        model, (x,) = _model_and_inputs(g, batch=8)
+        model, (x,) = model_and_inputs(g, batch=8)
         with torch.no_grad():
             y = model(x)
         ref = _half_formula(x, model.fc.weight.detach(), model.fc.bias.detach() if p["bias"] else None, p["act"],
@@ -222,7 +212,7 @@ def test_float64_reference_is_within_the_tolerance(family):
     summation order (the variants', cuDNN's algorithms) on top of the reference's."""
     for index in (0, 1, 2):
         g = family(index)
-        model, inputs = _model_and_inputs(g, batch=1)
+        model, inputs = model_and_inputs(g, batch=1)
         with torch.no_grad():
             y32 = model(*inputs)
             y64 = model.double()(*[x.double() for x in inputs])
@@ -234,7 +224,7 @@ def test_a_missing_term_fails_the_tolerance(family):
     """The last k (one input channel's taps for the convolution) left out: well beyond 1e-3 somewhere."""
     g = family(0)
     p = g.params
-    model, inputs = _model_and_inputs(g, batch=1)
+    model, inputs = model_and_inputs(g, batch=1)
     with torch.no_grad():
         y = model(*inputs)
         if family is bmm_batched:
@@ -259,7 +249,7 @@ def test_half_tolerance_covers_another_summation_order_and_catches_a_missing_ter
     for index in (0, 1, 2, 3):
         g = half_linear(index)
         p = g.params
-        model, (x,) = _model_and_inputs(g, batch=16)
+        model, (x,) = model_and_inputs(g, batch=16)
         with torch.no_grad():
             y = model(x)
         w, b = model.fc.weight.detach(), model.fc.bias.detach() if p["bias"] else None

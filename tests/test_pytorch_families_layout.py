@@ -24,7 +24,7 @@ from cudaperf.dataset.pytorch_families.layout import (_pixel_task, _transpose_ta
                                                       upsample_bilinear)
 from cudaperf.harness.torch_fast import build_fast_candidate  # noqa: E402
 from cudaperf.tasks.pytorch import problem_namespace  # noqa: E402
-from torch_family_checks import check_and_build  # noqa: E402
+from torch_family_checks import check_and_build, model_and_inputs  # noqa: E402
 
 FAMILIES = [transpose_scale, upsample_bilinear, pixel_shuffle]
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU emulator needs g++")
@@ -32,16 +32,6 @@ needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU emul
 
 def _first(family, pred) -> int:
     return next(i for i in range(200) if pred(family(i).params))
-
-
-def _model(g, batch: int | None = None, input_seed: int = 0):
-    ns = problem_namespace(g.task)
-    if batch is not None:
-        ns["batch_size"] = batch  # get_inputs reads the module global, as in the harness's second size
-    torch.manual_seed(1234)
-    model = ns["Model"](*ns["get_init_inputs"]()).eval()
-    torch.manual_seed(input_seed)
-    return model, ns["get_inputs"]()
 
 
 def _full_size(g, batch: int):
@@ -75,14 +65,14 @@ def test_transpose_parameters_and_settings():
     assert any(g.params["rows"] % 4 == 0 and g.params["cols"] % 4 == 0 for g in gens)
     assert any(g.params["cols"] % 4 for g in gens) and any(g.params["rows"] % 32 for g in gens)
     g = next(g for g in gens if g.params["bias"] == "column")
-    model, _ = _model(g, batch=2)
+    model, _ = model_and_inputs(g, batch=2)
     assert [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()] == ["bias"]
     assert tuple(model.bias.shape) == (g.params["cols"],)
     m2 = problem_namespace(g.task)["Model"]()  # drawn from its own generator, not the harness's seed
     assert torch.equal(model.bias, m2.bias) and float(model.bias.detach().abs().max()) > 0.5
     for g in gens:
         if g.params["bias"] != "column":
-            assert not list(_model(g, batch=1)[0].parameters())
+            assert not list(model_and_inputs(g, batch=1)[0].parameters())
 
 
 def test_upsample_parameters_and_settings():
@@ -96,7 +86,7 @@ def test_upsample_parameters_and_settings():
     assert any(g.params["mode"] == "scale" and g.params["height"] * g.params["scale_factor"] % 1 for g in gens)
     for g in gens:
         assert (g.params["mode"] == "scale") == ("scale_factor=" in g.task.source)
-        assert not list(_model(g, batch=1)[0].parameters())
+        assert not list(model_and_inputs(g, batch=1)[0].parameters())
 
 
 def test_pixel_shuffle_parameters_and_settings():
@@ -106,7 +96,7 @@ def test_pixel_shuffle_parameters_and_settings():
     assert 5 <= sum(g.params["act"] is None for g in gens) <= 35
     assert any(g.params["width"] % 4 for g in gens) and any(g.params["width"] % 4 == 0 for g in gens)
     for g in gens[:6]:
-        model, _ = _model(g, batch=1)
+        model, _ = model_and_inputs(g, batch=1)
         assert not list(model.parameters()) and not list(model.buffers())
 
 
@@ -153,7 +143,7 @@ def test_float64_reference_is_within_the_tolerance(family):
     float64 too: half an ulp from the float32 ones), at one sample and a few channels."""
     for index in (0, 1, 2):
         g = family(index)
-        model, inputs = _model(g, batch=1)
+        model, inputs = model_and_inputs(g, batch=1)
         x = inputs[0]
         if family is upsample_bilinear:
             x = x[:, :4].contiguous()
@@ -202,7 +192,7 @@ def test_bilinear_coordinates_rounded_once_or_twice_stay_within_the_tolerance():
         p = g.params
         if p["align_corners"] or max(p["height"], p["width"]) < 128:
             continue  # align_corners has a single product (no contraction); small planes round less
-        model, (x,) = _model(g, batch=1)
+        model, (x,) = model_and_inputs(g, batch=1)
         x = x[:, :2].contiguous()
         with torch.no_grad():
             ref = model(x).double()
@@ -220,7 +210,7 @@ def test_bilinear_steps_are_one_over_the_scale_factor_not_in_over_out():
                and p["height"] * p["scale_factor"] % 1)
     g = upsample_bilinear(i)
     p = g.params
-    model, (x,) = _model(g, batch=1)
+    model, (x,) = model_and_inputs(g, batch=1)
     x = x[:, :2].contiguous()
     with torch.no_grad():
         ref = model(x).double()
@@ -231,7 +221,7 @@ def test_bilinear_steps_are_one_over_the_scale_factor_not_in_over_out():
         j = _first(upsample_bilinear, lambda q: q["mode"] == "size" and q["align_corners"] == align)
         h = upsample_bilinear(j)
         q = h.params
-        model, (x,) = _model(h, batch=1)
+        model, (x,) = model_and_inputs(h, batch=1)
         x = x[:, :2].contiguous()
         with torch.no_grad():
             ref = model(x).double()
@@ -365,7 +355,7 @@ def _emulate_problem(family, index):
     checked = 0
     for g in _small_tasks(family, index):
         assert [v.code for v in g.variants] == [v.code for v in base.variants]  # the same units
-        model, inputs = _model(g)
+        model, inputs = model_and_inputs(g)
         with torch.no_grad():
             y = model(*inputs)
         arrays = [t.detach().numpy() for t in [*inputs, *model.parameters(), *model.buffers()]]

@@ -15,18 +15,9 @@ torch = pytest.importorskip("torch")
 
 from cudaperf.dataset.pytorch_families.norms import batch_norm_eval, l2_normalize_rows, rms_norm  # noqa: E402
 from cudaperf.harness.torch_fast import build_fast_candidate  # noqa: E402
-from cudaperf.tasks.pytorch import problem_namespace  # noqa: E402
-from torch_family_checks import check_and_build  # noqa: E402
+from torch_family_checks import check_and_build, model_and_inputs  # noqa: E402
 
 FAMILIES = [rms_norm, l2_normalize_rows, batch_norm_eval]
-
-
-def _model_and_inputs(g, init_seed: int = 1234, input_seed: int = 0):
-    ns = problem_namespace(g.task)
-    torch.manual_seed(init_seed)
-    model = ns["Model"](*ns["get_init_inputs"]()).eval()
-    torch.manual_seed(input_seed)
-    return model, ns["get_inputs"]()
 
 
 @pytest.mark.parametrize("family,names", [
@@ -34,7 +25,7 @@ def _model_and_inputs(g, init_seed: int = 1234, input_seed: int = 0):
     (batch_norm_eval, ["bn.weight", "bn.bias", "bn.running_mean", "bn.running_var", "bn.num_batches_tracked"])])
 def test_parameters_arrive_in_the_order_the_kernels_read_them(family, names):
     g = family(0)
-    model, inputs = _model_and_inputs(g)
+    model, inputs = model_and_inputs(g)
     assert [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()] == names
     assert len(inputs) == 1  # x, then the parameters and buffers: 1, 2 and 6 kernel inputs
     if family is rms_norm:
@@ -46,8 +37,8 @@ def test_parameters_arrive_in_the_order_the_kernels_read_them(family, names):
                                                              "bn.running_var"])])
 def test_init_parameters_are_drawn_deterministically(family, attrs):
     g = family(0)
-    m1, _ = _model_and_inputs(g, init_seed=0)
-    m2, _ = _model_and_inputs(g, init_seed=1)  # the harness's seed does not move them: their own generator does
+    m1, _ = model_and_inputs(g, init_seed=0)
+    m2, _ = model_and_inputs(g, init_seed=1)  # the harness's seed does not move them: their own generator does
     state1, state2 = m1.state_dict(), m2.state_dict()
     for a in attrs:
         assert torch.equal(state1[a], state2[a]), a
@@ -59,7 +50,7 @@ def test_init_parameters_are_drawn_deterministically(family, attrs):
 
 def test_batch_norm_uses_the_running_statistics_in_either_mode():
     g = batch_norm_eval(1)
-    model, (x,) = _model_and_inputs(g)
+    model, (x,) = model_and_inputs(g)
     before = model.bn.running_mean.clone()
     with torch.no_grad():
         y_eval = model(x)
@@ -91,7 +82,7 @@ def test_float64_reference_is_within_the_tolerance(family):
     summation order (the variants') on top of the reference's."""
     for index in (0, 1):
         g = family(index)
-        model, inputs = _model_and_inputs(g)
+        model, inputs = model_and_inputs(g)
         with torch.no_grad():
             y32 = model(*inputs)
             y64 = model.double()(*[x.double() for x in inputs])
@@ -104,7 +95,7 @@ def test_a_sequential_float32_sum_of_squares_is_within_the_tolerance(family):
     the statistic's error is what moves every output of the row."""
     for index in (0, 1, 2):
         g = family(index)
-        model, (x,) = _model_and_inputs(g)
+        model, (x,) = model_and_inputs(g)
         x = x[:256] if x.dim() == 2 else x[:1]  # rows are independent: a few hundred are enough
         with torch.no_grad():
             y64 = model.double()(x.double())
@@ -127,7 +118,7 @@ def test_batch_norm_in_the_variants_form_is_within_the_tolerance():
 
     for index in range(4):
         g = batch_norm_eval(index)
-        model, (x,) = _model_and_inputs(g)
+        model, (x,) = model_and_inputs(g)
         x = x[:2]  # every channel, two samples
         bn = model.bn
         shape = (1, -1, 1, 1)
