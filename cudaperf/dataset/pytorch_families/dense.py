@@ -419,19 +419,7 @@ extern "C" int kernel_forward(const TensorArg* in, int n_in, TensorArg* out, int
     return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }
 """
-_CONV_NAIVE = """
-/* one thread per output, NCHW order (consecutive threads: consecutive wo of one output row) */
-__global__ void conv_naive(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
-                           float* __restrict__ y, long long total, int Cin, int H, int W, int Cout, int Ho, int Wo) {
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= total) return;
-    const int wo = (int)(i % Wo);
-    long long t = i / Wo;
-    const int ho = (int)(t % Ho);
-    t /= Ho;
-    const int co = (int)(t % Cout);
-    const long long n = t / Cout;
-    float acc = 0.f;
+_CONV_TAPS = """    float acc = 0.f;
     for (int ci = 0; ci < Cin; ++ci) {
         const float* xc = x + (n * Cin + ci) * H * W;
         const float* wc = w + ((long long)co * Cin + ci) * KS * KS;
@@ -444,7 +432,22 @@ __global__ void conv_naive(const float* __restrict__ x, const float* __restrict_
             }
         }
     }
-    y[i] = post(acc + b[co]);
+"""
+"""One output's sum over its input channels and taps, the same in the direct variants (they differ in how a
+thread finds its output: n, co, ho, wo)."""
+_CONV_NAIVE = """
+/* one thread per output, NCHW order (consecutive threads: consecutive wo of one output row) */
+__global__ void conv_naive(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
+                           float* __restrict__ y, long long total, int Cin, int H, int W, int Cout, int Ho, int Wo) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total) return;
+    const int wo = (int)(i % Wo);
+    long long t = i / Wo;
+    const int ho = (int)(t % Ho);
+    t /= Ho;
+    const int co = (int)(t % Cout);
+    const long long n = t / Cout;
+""" + _CONV_TAPS + """    y[i] = post(acc + b[co]);
 }
 """
 _CONV_NAIVE_LAUNCH = """    const long long total = out[0].numel;
@@ -665,20 +668,7 @@ __global__ void conv_channel_walk(const float* __restrict__ x, const float* __re
     t /= Wo;
     const int ho = (int)(t % Ho);
     const long long n = t / Ho;
-    float acc = 0.f;
-    for (int ci = 0; ci < Cin; ++ci) {
-        const float* xc = x + (n * Cin + ci) * H * W;
-        const float* wc = w + ((long long)co * Cin + ci) * KS * KS;
-        for (int kh = 0; kh < KS; ++kh) {
-            const int hi = ho * STRIDE - PAD + kh;
-            if (hi < 0 || hi >= H) continue;
-            for (int kw = 0; kw < KS; ++kw) {
-                const int wi = wo * STRIDE - PAD + kw;
-                if (wi >= 0 && wi < W) acc = fmaf(xc[(long long)hi * W + wi], wc[kh * KS + kw], acc);
-            }
-        }
-    }
-    y[((n * Cout + co) * Ho + ho) * Wo + wo] = post(acc + b[co]);
+""" + _CONV_TAPS + """    y[((n * Cout + co) * Ho + ho) * Wo + wo] = post(acc + b[co]);
 }
 """
 _CONV_CHANNEL_LAUNCH = """    const long long total = out[0].numel;
