@@ -1,13 +1,30 @@
-"""How much of a decoding step is the eager forward's fixed cost: the embedded model (SmolLM2-135M's shape: 30
-layers, 49,152-token vocabulary) beside the same depth at a width of 64, where there is almost no arithmetic left.
+"""Where a decoding step of the embedded model's shape goes (SmolLM2-135M: 30 layers, 49,152-token vocabulary),
+with random weights from the config (no download; ``--model DIR`` reads the real model's config from DIR).
 
     python benchmarks/decode_overhead.py [--model DIR] [--batches 1,16,64] [--steps 64] [--device cpu|cuda]
         [--out FILE.json]
+    python benchmarks/decode_overhead.py --arms greedy,sampled,lora,merged,static --batches 285 --prompt-tokens 2400
+        [--steps 64] [--out FILE.json]
 
-Random weights from the config (no download); with ``--model`` the real model's config is read from DIR. Each
-row: milliseconds a decoding step (greedy, ``min_new_tokens`` = ``max_new_tokens``, a prompt of 200 tokens), for
-each batch size. When the narrow model's step costs about what the full one's does, the step is bound by the
-per-op overhead (Python, dispatch, kernel launches), not by the model, and larger batches are nearly free.
+Without ``--arms``: milliseconds a decoding step (greedy, ``min_new_tokens`` = ``max_new_tokens``), for each batch
+size, of the full model beside the same depth at a width of 64, where there is almost no arithmetic left. When the
+narrow model's step costs about what the full one's does, the step is bound by the per-op overhead (Python,
+dispatch, kernel launches), not by the model, and larger batches are nearly free.
+
+With ``--arms``: the full model only, at each batch size and a prompt of ``--prompt-tokens`` tokens (eval's prompts
+for test:c average about 2,400 at ``--context-tokens 4096``), one row per arm, side by side in one process:
+
+* ``greedy``: transformers' dynamic KV cache, no logits processor;
+* ``sampled``: the same with the hf policy's seeded sampler (``cudaperf.policy.hf._SeededSampler``, temperature
+  0.7, top-p 0.9), as ``cudaperf eval`` samples;
+* ``lora``: ``sampled`` through a PEFT LoRA adapter (r 16 on all linear layers, as ``cudaperf sft`` trains), not
+  merged: what an ``hf:MODEL+ADAPTER`` policy decoded with before adapters were merged;
+* ``merged``: the same adapter merged into the weights (``merge_and_unload``), as the hf policy loads one now;
+* ``static``: ``sampled`` with the static KV cache (``cache_implementation="static"``; transformers compiles the
+  decoding step on a GPU): the first call's seconds (the compilation) are a column of their own.
+
+Every arm is timed twice with the same shapes: ``first_s`` is the first call's wall (warm-up, compilation), the
+step time comes from the second. ``peak_gib`` is the second call's peak GPU memory.
 """
 
 from __future__ import annotations
@@ -15,6 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
+
+ARMS = ("greedy", "sampled", "lora", "merged", "static")
 
 
 def step_ms(model, batch: int, steps: int, device: str) -> float:
@@ -34,12 +53,85 @@ def step_ms(model, batch: int, steps: int, device: str) -> float:
         return (time.perf_counter() - t) / steps * 1000
 
 
+def _timed_generate(model, ids, mask, steps: int, device: str, sampler_seeds=None, static: bool = False) -> float:
+    import torch
+    from transformers import GenerationConfig, LogitsProcessorList
+
+    from cudaperf.policy.hf import _SeededSampler
+
+    cfg = GenerationConfig(max_new_tokens=steps, min_new_tokens=steps, do_sample=False, num_beams=1,
+                           eos_token_id=0, pad_token_id=0)
+    if static:
+        cfg.cache_implementation = "static"
+    procs = LogitsProcessorList()
+    if sampler_seeds is not None:
+        procs.append(_SeededSampler(sampler_seeds, 0.7, 0.9, ids.device, ids.shape[1]))
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    with torch.inference_mode():
+        model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg, logits_processor=procs)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t
+
+
+def arm_rows(cfg, arms: list[str], batches: list[int], prompt_tokens: int, steps: int, device: str) -> list[dict]:
+    """One row per (arm, batch): a prefill-only call (1 new token) and a call of 1 + ``steps`` new tokens, both
+    timed after a first call of the same shapes; the step time is their difference over ``steps``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    rows = []
+    for arm in arms:
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype).to(device).eval()
+        if arm in ("lora", "merged"):
+            from peft import LoraConfig, get_peft_model
+
+            model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05,
+                                                     target_modules="all-linear", init_lora_weights=False))
+            if arm == "merged":
+                model = model.merge_and_unload()
+            model.eval()
+        for b in batches:
+            g = torch.Generator(device="cpu").manual_seed(b)
+            ids = torch.randint(1, cfg.vocab_size, (b, prompt_tokens), generator=g).to(device)
+            mask = torch.ones_like(ids)
+            seeds = None if arm == "greedy" else list(range(b))
+            static = arm == "static"
+            row = {"arm": arm, "batch": b, "prompt_tokens": prompt_tokens, "steps": steps, "device": device}
+            try:
+                row["first_s"] = round(_timed_generate(model, ids, mask, steps + 1, device, seeds, static), 2)
+                prefill = _timed_generate(model, ids, mask, 1, device, seeds, static)
+                if device == "cuda":
+                    torch.cuda.reset_peak_memory_stats()
+                full = _timed_generate(model, ids, mask, steps + 1, device, seeds, static)
+                row["prefill_s"] = round(prefill, 3)
+                row["ms_per_step"] = round((full - prefill) / steps * 1000, 1)
+                if device == "cuda":
+                    row["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 1)
+            except Exception as e:  # an arm that fails (out of memory, a compile error) is a row, not the end
+                row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+                if device == "cuda":
+                    torch.cuda.empty_cache()
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        del model
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", help="a transformers model directory whose config to copy (default SmolLM2-135M's)")
     ap.add_argument("--batches", default="1,16,64")
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--device", default="cuda" if __import__("torch").cuda.is_available() else "cpu")
+    ap.add_argument("--arms", help=f"comma-separated, of {', '.join(ARMS)} (see above); default: full against narrow")
+    ap.add_argument("--prompt-tokens", type=int, default=200)
     ap.add_argument("--out")
     a = ap.parse_args()
     import torch
@@ -51,18 +143,26 @@ def main() -> None:
         full = LlamaConfig(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
                            num_key_value_heads=3, vocab_size=49152, max_position_embeddings=8192,
                            tie_word_embeddings=True)
-    narrow = full.__class__(**{**full.to_dict(), "hidden_size": 64, "intermediate_size": 128,
-                               "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16})
-    dtype = torch.bfloat16 if a.device == "cuda" else torch.float32
-    rows = []
-    for name, cfg in (("full", full), ("narrow", narrow)):
-        torch.manual_seed(0)
-        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype).to(a.device).eval()
-        for b in (int(x) for x in a.batches.split(",")):
-            rows.append({"model": name, "hidden": cfg.hidden_size, "layers": cfg.num_hidden_layers, "batch": b,
-                         "ms_per_step": round(step_ms(model, b, a.steps, a.device), 1), "device": a.device})
-            print(json.dumps(rows[-1]), flush=True)
-        del model
+    batches = [int(x) for x in a.batches.split(",")]
+    if a.arms:
+        arms = [x for x in a.arms.split(",") if x]
+        unknown = sorted(set(arms) - set(ARMS))
+        if unknown:
+            ap.error(f"unknown arms {unknown}; known: {', '.join(ARMS)}")
+        rows = arm_rows(full, arms, batches, a.prompt_tokens, a.steps, a.device)
+    else:
+        narrow = full.__class__(**{**full.to_dict(), "hidden_size": 64, "intermediate_size": 128,
+                                   "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16})
+        dtype = torch.bfloat16 if a.device == "cuda" else torch.float32
+        rows = []
+        for name, cfg in (("full", full), ("narrow", narrow)):
+            torch.manual_seed(0)
+            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype).to(a.device).eval()
+            for b in batches:
+                rows.append({"model": name, "hidden": cfg.hidden_size, "layers": cfg.num_hidden_layers, "batch": b,
+                             "ms_per_step": round(step_ms(model, b, a.steps, a.device), 1), "device": a.device})
+                print(json.dumps(rows[-1]), flush=True)
+            del model
     if a.out:
         with open(a.out, "w") as f:
             json.dump(rows, f, indent=1)

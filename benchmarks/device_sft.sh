@@ -5,11 +5,15 @@
 #   bash benchmarks/device_sft.sh STEP [STEP ...]
 #
 # Carry .whl (tree-sitter, tree-sitter-cuda, gguf, pyseccomp, and trl, datasets, dill, multiprocess for Python
-# 3.12: the GPU image has torch, transformers, peft, accelerate and tensorboard but not these) in every call. The embedded model's GGUF (98 MB) is over one call's 64 MiB, so it travels in two parts: carry
-# .device/smol/part0 in one call (step `part0` keeps it on the machine), then .device/smol/part1 in the next while
-# the machine is warm (any step after part0 joins them). Everything lives on the machine only while it is warm.
+# 3.12: the GPU image has torch, transformers, peft, accelerate and tensorboard but not these) in every call. The
+# embedded model's GGUF (98 MB) is over one call's 64 MiB with the working tree, so it travels in parts: here
+# `split -b 40000000 -d -a 1 GGUF .device/smol/part` and `sha256sum GGUF > .device/smol/sha256`; carry
+# .device/smol/sha256 and one part in each call (the tree and the wheels
+# leave about 41 MB of the 64 MiB) (step `parts` keeps them on the machine) while the machine
+# is warm; the first step that needs the model joins them and checks the hash. Everything lives on the machine only
+# while it is warm.
 # Steps:
-#   part0        keep the first half of the GGUF on the machine (/tmp/smol)
+#   parts        keep the GGUF's parts carried in this call on the machine (/tmp/smol); part0 is the same step
 #   check        versions of what training needs, and the GPU
 #   sft-plain    cudaperf sft --objective plain into runs/sft-plain (SFT_MINUTES of training, default 6; rerun it
 #                in the next call to go on from its checkpoint: it resumes when runs/sft-plain has checkpoints)
@@ -19,7 +23,9 @@
 #                second model load; for training to convergence run sft-plain and sft-cuset one after another
 #   eval-base    cudaperf eval (EVAL_STATIC=1: --static-cache; prompts built to fit EVAL_CONTEXT tokens with the answer, default 4096: the sft
 #                steps' --max-length, so all three models see prompts like the training ones) of the base model (hf:MODEL, the embedded one) on EVAL_TASKS (default test:c, the test split by task) x 5
-#                samples x EVAL_TURNS (default 1) turns into runs/eval-base (EVAL_MINUTES, default 7; resumable)
+#                samples x EVAL_TURNS (default 1) turns into runs/eval-base (EVAL_MINUTES, default 7; resumable);
+#                EVAL_NEW_TOKENS (default 1024) new tokens an answer, EVAL_ARGS more eval options (e.g. --no-fewshot,
+#                matching an SFT run's SFT_ARGS)
 #   eval-plain   the same with the plain adapter (hf:MODEL+runs/sft-plain/adapter) into runs/eval-sft-plain
 #   eval-cuset   the same with the CuSeT adapter into runs/eval-sft-cuset
 #   eval-base-family, eval-plain-family, eval-cuset-family
@@ -37,6 +43,9 @@
 #                checkpointing (SPEED_ARGS), the same 16 examples a step; OUT/sft_speed.txt
 #   decode       benchmarks/decode_overhead.py: ms a decoding step of the embedded model's shape beside the same
 #                depth at width 64, batches 1, 64, 256 (random weights, about a minute)
+#   decode-arms  benchmarks/decode_overhead.py --arms (random weights, no model file needed): a decoding step at
+#                DECODE_BATCHES (default 285) rows of DECODE_PROMPT (2400) tokens, dynamic cache greedy and sampled,
+#                an unmerged and a merged LoRA adapter, the static (compiled) cache; OUT/decode_arms.json
 # STEP+STEP+... runs those steps at once, as processes side by side on the one GPU (the model joined first), e.g.
 # sft-both+eval-base+eval-base-family. The GPU time-slices between processes, so GPU-bound steps gain nothing side
 # by side (session 18: two evaluations beside two trainings generated 200 answers each in 5 minutes, one alone 85 in
@@ -49,12 +58,20 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export CUDAPERF_CACHE=/tmp/cpcache
+keep_parts() {  # the GGUF's parts carried in this call, kept on the machine (with the expected hash)
+  mkdir -p /tmp/smol && cp .device/smol/part[0-9] .device/smol/sha256 /tmp/smol/ 2>/dev/null; ls -l /tmp/smol
+}
 join_gguf() {
   if [ ! -f /tmp/smol/model.gguf ]; then
-    [ -f /tmp/smol/part0 ] && [ -f .device/smol/part1 ] || { echo "run step part0 first, then carry .device/smol/part1"; exit 1; }
-    cat /tmp/smol/part0 .device/smol/part1 > /tmp/smol/model.gguf || exit 1
+    keep_parts > /dev/null
+    cat /tmp/smol/part[0-9] > /tmp/smol/joined 2>/dev/null
+    if [ "$(sha256sum /tmp/smol/joined | cut -c1-64)" != "$(cut -c1-64 /tmp/smol/sha256 2>/dev/null)" ]; then
+      echo "the GGUF's parts on the machine ($(cd /tmp/smol && ls part[0-9] 2>/dev/null | tr '\n' ' ')) do not join" \
+        "to .device/smol/sha256: carry the missing parts (step parts keeps them) while the machine is warm"; exit 1
+    fi
+    mv /tmp/smol/joined /tmp/smol/model.gguf && rm -f /tmp/smol/part[0-9]
   fi
-  echo "sha256 $(sha256sum /tmp/smol/model.gguf | cut -c1-16) (expected $(cut -c1-16 .device/smol/sha256))"
+  echo "sha256 $(sha256sum /tmp/smol/model.gguf | cut -c1-16) (expected $(cut -c1-16 /tmp/smol/sha256))"
   export CUDAPERF_EMBEDDED_GGUF=/tmp/smol/model.gguf
   MODEL_DIR=$(python3 -c 'from cudaperf.policy.embedded import embedded_model_dir; print(embedded_model_dir()[0])') || exit 1
   echo "model dir $MODEL_DIR"
@@ -74,8 +91,8 @@ sft() {  # $1 = objective
 }
 evaluate() {  # $1 = run name, $2 = policy, $3 = task set
   timeout $(( ${EVAL_MINUTES:-7} * 60 + 60 )) python3 -m cudaperf eval --policy "$2" --tasks "$3" \
-    --samples 5 --turns "${EVAL_TURNS:-1}" --batch-size "${EVAL_BATCH:-400}" --max-new-tokens 1024 --summarizer template \
-    --context-tokens "${EVAL_CONTEXT:-4096}" ${EVAL_STATIC:+--static-cache} \
+    --samples 5 --turns "${EVAL_TURNS:-1}" --batch-size "${EVAL_BATCH:-400}" --max-new-tokens "${EVAL_NEW_TOKENS:-1024}" \
+    --summarizer template --context-tokens "${EVAL_CONTEXT:-4096}" ${EVAL_STATIC:+--static-cache} ${EVAL_ARGS:-} \
     --max-minutes "${EVAL_MINUTES:-7}" --out "runs/$1" >> "$OUT/$1.log" 2>&1
   echo "--- $1 (rc $?)"; tail -25 "$OUT/$1.log"
   # the log goes into the run's archive (returned files are few); a run cut by the call's limit leaves it in OUT
@@ -85,8 +102,7 @@ evaluate() {  # $1 = run name, $2 = policy, $3 = task set
 run_step() {  # one step; the loop below runs steps in order, or the parts of a STEP+STEP group at once
   local step="$1"
   case "$step" in
-    part0)
-      mkdir -p /tmp/smol && cp .device/smol/part0 /tmp/smol/part0 && ls -l /tmp/smol ;;
+    parts|part0) keep_parts ;;
     check)
       python3 -c 'import torch, transformers, trl, peft, datasets, accelerate; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""); print("transformers", transformers.__version__, "trl", trl.__version__, "peft", peft.__version__, "datasets", datasets.__version__, "accelerate", accelerate.__version__)'
       python3 -c 'import tensorboard; print("tensorboard", tensorboard.__version__)' || echo "no tensorboard" ;;
@@ -115,6 +131,9 @@ run_step() {  # one step; the loop below runs steps in order, or the parts of a 
       cat "$OUT/sft_speed.txt" ;;
     decode) timeout "${DECODE_LIMIT:-150}" python3 benchmarks/decode_overhead.py --batches 1,64,256 \
         --out "$OUT/decode_overhead.json" ;;
+    decode-arms) timeout "${DECODE_LIMIT:-240}" python3 benchmarks/decode_overhead.py \
+        --arms "${DECODE_ARMS:-greedy,sampled,lora,merged,static}" --batches "${DECODE_BATCHES:-285}" \
+        --prompt-tokens "${DECODE_PROMPT:-2400}" --steps "${DECODE_STEPS:-48}" --out "$OUT/decode_arms.json" ;;
     unpack)
       mkdir -p runs && for o in plain cuset; do
         ls .device/adapters/adapter-$o.tgz.* > /dev/null 2>&1 && cat .device/adapters/adapter-$o.tgz.* | tar xzf - -C runs

@@ -178,15 +178,31 @@ def test_peft_adapter_loads_through_the_spec(tmp_path, tiny_model_dir, policy):
     adapted.save_pretrained(adapter_dir)
     saved = {k: v.clone() for k, v in adapted.state_dict().items() if "lora_B" in k}
 
-    p = load_policy(f"hf:{tiny_model_dir}+{adapter_dir}", device="cpu")
+    params = SamplingParams(temperature=0, max_new_tokens=8)
+    unmerged = HFPolicy(tiny_model_dir, adapter=adapter_dir, device="cpu", merge_adapter=False)
     try:
-        assert isinstance(p.model, peft.PeftModel)
-        assert p.name == f"hf:{tiny_model_dir}+{adapter_dir}"
-        loaded = {k: v for k, v in p.model.state_dict().items() if "lora_B" in k}
+        assert isinstance(unmerged.model, peft.PeftModel)
+        loaded = {k: v for k, v in unmerged.model.state_dict().items() if "lora_B" in k}
         assert loaded.keys() == saved.keys()
         assert all(torch.equal(loaded[k], saved[k]) for k in saved)
-        params = SamplingParams(temperature=0, max_new_tokens=8)
-        assert texts(p.generate(REQUESTS, params)) != texts(policy.generate(REQUESTS, params))
+        adapted_texts = texts(unmerged.generate(REQUESTS, params))
+        # the adapted model's own logits, to compare the merged weights with (float32 on the CPU)
+        ids = torch.tensor([unmerged._encode(REQUESTS[0].messages)])
+        with torch.inference_mode():
+            unmerged_logits = unmerged.model(input_ids=ids).logits
+    finally:
+        unmerged.close()
+    assert adapted_texts != texts(policy.generate(REQUESTS, params))
+
+    p = load_policy(f"hf:{tiny_model_dir}+{adapter_dir}", device="cpu")  # merged by default
+    try:
+        assert p.name == f"hf:{tiny_model_dir}+{adapter_dir}"
+        assert not isinstance(p.model, peft.PeftModel)
+        assert not any("lora" in k for k in p.model.state_dict())
+        with torch.inference_mode():
+            merged_logits = p.model(input_ids=ids).logits
+        torch.testing.assert_close(merged_logits, unmerged_logits, rtol=1e-4, atol=1e-4)
+        assert texts(p.generate(REQUESTS, params)) == adapted_texts
     finally:
         p.close()
 

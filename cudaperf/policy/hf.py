@@ -25,6 +25,11 @@ Decisions:
   otherwise bound by the eager forward's per-op overhead (``benchmarks/decode_overhead.py``). So that a compiled
   step is reused, prompts are left-padded to a multiple of ``length_bucket`` tokens and every batch is filled to
   ``batch_size`` rows (filler rows are dropped). Off by default: each new shape costs a compilation.
+* An adapter loaded from a directory (``hf:MODEL+ADAPTER``) is merged into the weights once it has loaded
+  (``merge_and_unload``, ``merge_adapter=True``): unmerged, every LoRA layer adds its own small ops to each decoding
+  step (7 projections x 30 layers for the embedded model), and a step of a small model is bound by the number of
+  ops, not by its arithmetic. The merged weights are rounded once to the model's dtype; ``merge_adapter=False``
+  keeps the PEFT model as it loaded.
 * ``latency_s`` is the wall time of the batch the request ran in.
 * ``device="auto"`` takes the first CUDA GPU when there is one, else the CPU; ``dtype="auto"`` is bfloat16 on a GPU
   that supports it (float16 otherwise) and float32 on the CPU.
@@ -154,7 +159,7 @@ class HFPolicy:
 
     def __init__(self, model_dir: str | Path, adapter: str | Path | None = None, device: str = "auto",
                  dtype: str = "auto", batch_size: int = 16, context_tokens: int | None = None,
-                 static_cache: bool = False, length_bucket: int = 256):
+                 static_cache: bool = False, length_bucket: int = 256, merge_adapter: bool = True):
         path = check_model_dir(model_dir)
         adapter_path = None
         if adapter is not None:
@@ -187,6 +192,8 @@ class HFPolicy:
             except Exception as e:
                 raise PolicyError(f"cannot load the PEFT adapter {adapter_path} onto {path}: "
                                   f"{type(e).__name__}: {e}") from e
+            if merge_adapter:
+                model = model.merge_and_unload()
         model.to(dev)
         model.eval()
         name = f"hf:{path}" + (f"+{adapter_path}" if adapter_path is not None else "")
