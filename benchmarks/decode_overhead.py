@@ -21,7 +21,12 @@ for test:c average about 2,400 at ``--context-tokens 4096``), one row per arm, s
   merged: what an ``hf:MODEL+ADAPTER`` policy decoded with before adapters were merged;
 * ``merged``: the same adapter merged into the weights (``merge_and_unload``), as the hf policy loads one now;
 * ``static``: ``sampled`` with the static KV cache (``cache_implementation="static"``; transformers compiles the
-  decoding step on a GPU): the first call's seconds (the compilation) are a column of their own.
+  decoding step on a GPU): the first call's seconds (the compilation) are a column of their own;
+* ``loop``: ``sampled`` through the project's own decoder (``cudaperf.policy.decode.decode_batch``: a fixed KV
+  cache, no ``generate``), each step run eagerly;
+* ``graph``: the same with every decoding step after the first two replayed as one CUDA graph (``graph`` in the
+  row says whether the capture took);
+* ``lora-graph``: ``graph`` through the unmerged LoRA adapter (GRPO's live model generates so).
 
 Every arm is timed twice with the same shapes: ``first_s`` is the first call's wall (warm-up, compilation), the
 step time comes from the second. ``peak_gib`` is the second call's peak GPU memory.
@@ -33,7 +38,7 @@ import argparse
 import json
 import time
 
-ARMS = ("greedy", "sampled", "lora", "merged", "static")
+ARMS = ("greedy", "sampled", "lora", "merged", "static", "loop", "graph", "lora-graph")
 
 
 def step_ms(model, batch: int, steps: int, device: str) -> float:
@@ -76,6 +81,32 @@ def _timed_generate(model, ids, mask, steps: int, device: str, sampler_seeds=Non
     return time.perf_counter() - t
 
 
+def _decoder_row(model, ids, mask, steps: int, device: str, seeds, graph: bool) -> dict:
+    """decode_batch twice with the same shapes (the first call warms up), the second timed: its prefill, its
+    decoding steps (the prefill's token excluded), whether the graph replayed, peak memory."""
+    import torch
+
+    from cudaperf.policy.decode import RowSampler, decode_batch
+
+    def once():
+        t = time.perf_counter()
+        with torch.inference_mode():
+            _, stats = decode_batch(model, ids, mask, max_new=steps + 1, budgets=[steps + 1] * ids.shape[0],
+                                    eos_ids=[-1], pad_id=0, sampler=RowSampler(seeds, 0.7, 0.9, ids.device),
+                                    graph=graph)
+        return time.perf_counter() - t, stats
+
+    first, _ = once()
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    _, stats = once()
+    out = {"first_s": round(first, 2), "prefill_s": round(stats.prefill_s, 3),
+           "ms_per_step": round(stats.decode_s / max(1, stats.steps - 1) * 1000, 1), "graph": stats.graph}
+    if device == "cuda":
+        out["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 1)
+    return out
+
+
 def arm_rows(cfg, arms: list[str], batches: list[int], prompt_tokens: int, steps: int, device: str) -> list[dict]:
     """One row per (arm, batch): a prefill-only call (1 new token) and a call of 1 + ``steps`` new tokens, both
     timed after a first call of the same shapes; the step time is their difference over ``steps``."""
@@ -87,7 +118,7 @@ def arm_rows(cfg, arms: list[str], batches: list[int], prompt_tokens: int, steps
     for arm in arms:
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(cfg, dtype=dtype).to(device).eval()
-        if arm in ("lora", "merged"):
+        if arm in ("lora", "merged", "lora-graph"):
             from peft import LoraConfig, get_peft_model
 
             model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05,
@@ -103,6 +134,11 @@ def arm_rows(cfg, arms: list[str], batches: list[int], prompt_tokens: int, steps
             static = arm == "static"
             row = {"arm": arm, "batch": b, "prompt_tokens": prompt_tokens, "steps": steps, "device": device}
             try:
+                if arm in ("loop", "graph", "lora-graph"):
+                    row.update(_decoder_row(model, ids, mask, steps, device, seeds, graph=arm != "loop"))
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+                    continue
                 row["first_s"] = round(_timed_generate(model, ids, mask, steps + 1, device, seeds, static), 2)
                 prefill = _timed_generate(model, ids, mask, 1, device, seeds, static)
                 if device == "cuda":

@@ -45,7 +45,8 @@
 #                depth at width 64, batches 1, 64, 256 (random weights, about a minute)
 #   decode-arms  benchmarks/decode_overhead.py --arms (random weights, no model file needed): a decoding step at
 #                DECODE_BATCHES (default 285) rows of DECODE_PROMPT (2400) tokens, dynamic cache greedy and sampled,
-#                an unmerged and a merged LoRA adapter, the static (compiled) cache; OUT/decode_arms.json
+#                an unmerged and a merged LoRA adapter, the project's decoder as CUDA graphs (plain and through
+#                the unmerged adapter) and eagerly, transformers' static (compiled) cache; OUT/decode_arms.json
 # STEP+STEP+... runs those steps at once, as processes side by side on the one GPU (the model joined first), e.g.
 # sft-both+eval-base+eval-base-family. The GPU time-slices between processes, so GPU-bound steps gain nothing side
 # by side (session 18: two evaluations beside two trainings generated 200 answers each in 5 minutes, one alone 85 in
@@ -53,29 +54,7 @@
 # Each sft step returns OUT/sft-OBJECTIVE.tgz (run record, TensorBoard logs, log) and its adapter as
 # OUT/adapter-OBJECTIVE.tgz.NN (15 MiB parts); each eval step OUT/RUN.tgz (its run directory, metrics and report).
 set -u
-: "${OUT:?set OUT to the output folder}"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-export CUDAPERF_CACHE=/tmp/cpcache
-keep_parts() {  # the GGUF's parts carried in this call, kept on the machine (with the expected hash)
-  mkdir -p /tmp/smol && cp .device/smol/part[0-9] .device/smol/sha256 /tmp/smol/ 2>/dev/null; ls -l /tmp/smol
-}
-join_gguf() {
-  if [ ! -f /tmp/smol/model.gguf ]; then
-    keep_parts > /dev/null
-    cat /tmp/smol/part[0-9] > /tmp/smol/joined 2>/dev/null
-    if [ "$(sha256sum /tmp/smol/joined | cut -c1-64)" != "$(cut -c1-64 /tmp/smol/sha256 2>/dev/null)" ]; then
-      echo "the GGUF's parts on the machine ($(cd /tmp/smol && ls part[0-9] 2>/dev/null | tr '\n' ' ')) do not join" \
-        "to .device/smol/sha256: carry the missing parts (step parts keeps them) while the machine is warm"; exit 1
-    fi
-    mv /tmp/smol/joined /tmp/smol/model.gguf && rm -f /tmp/smol/part[0-9]
-  fi
-  echo "sha256 $(sha256sum /tmp/smol/model.gguf | cut -c1-16) (expected $(cut -c1-16 /tmp/smol/sha256))"
-  export CUDAPERF_EMBEDDED_GGUF=/tmp/smol/model.gguf
-  MODEL_DIR=$(python3 -c 'from cudaperf.policy.embedded import embedded_model_dir; print(embedded_model_dir()[0])') || exit 1
-  echo "model dir $MODEL_DIR"
-}
+. "$(dirname "$0")/device_model.sh"
 sft() {  # $1 = objective
   local dir="runs/sft-$1" extra=""
   mkdir -p runs
@@ -92,7 +71,8 @@ sft() {  # $1 = objective
 evaluate() {  # $1 = run name, $2 = policy, $3 = task set
   timeout $(( ${EVAL_MINUTES:-7} * 60 + 60 )) python3 -m cudaperf eval --policy "$2" --tasks "$3" \
     --samples 5 --turns "${EVAL_TURNS:-1}" --batch-size "${EVAL_BATCH:-400}" --max-new-tokens "${EVAL_NEW_TOKENS:-1024}" \
-    --summarizer template --context-tokens "${EVAL_CONTEXT:-4096}" ${EVAL_STATIC:+--static-cache} ${EVAL_ARGS:-} \
+    --summarizer template --context-tokens "${EVAL_CONTEXT:-4096}" ${EVAL_STATIC:+--static-cache} \
+    --decoder "${EVAL_DECODER:-hf}" ${EVAL_ARGS:-} \
     --max-minutes "${EVAL_MINUTES:-7}" --out "runs/$1" >> "$OUT/$1.log" 2>&1
   echo "--- $1 (rc $?)"; tail -25 "$OUT/$1.log"
   # the log goes into the run's archive (returned files are few); a run cut by the call's limit leaves it in OUT
@@ -103,9 +83,7 @@ run_step() {  # one step; the loop below runs steps in order, or the parts of a 
   local step="$1"
   case "$step" in
     parts|part0) keep_parts ;;
-    check)
-      python3 -c 'import torch, transformers, trl, peft, datasets, accelerate; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""); print("transformers", transformers.__version__, "trl", trl.__version__, "peft", peft.__version__, "datasets", datasets.__version__, "accelerate", accelerate.__version__)'
-      python3 -c 'import tensorboard; print("tensorboard", tensorboard.__version__)' || echo "no tensorboard" ;;
+    check) check_versions ;;
     sft-plain) join_gguf; sft plain ;;
     sft-cuset) join_gguf; sft cuset ;;
     sft-both) join_gguf; sft plain & sft cuset & wait ;;
@@ -132,7 +110,7 @@ run_step() {  # one step; the loop below runs steps in order, or the parts of a 
     decode) timeout "${DECODE_LIMIT:-150}" python3 benchmarks/decode_overhead.py --batches 1,64,256 \
         --out "$OUT/decode_overhead.json" ;;
     decode-arms) timeout "${DECODE_LIMIT:-240}" python3 benchmarks/decode_overhead.py \
-        --arms "${DECODE_ARMS:-greedy,sampled,lora,merged,static}" --batches "${DECODE_BATCHES:-285}" \
+        --arms "${DECODE_ARMS:-greedy,sampled,lora,merged,graph,lora-graph,loop,static}" --batches "${DECODE_BATCHES:-285}" \
         --prompt-tokens "${DECODE_PROMPT:-2400}" --steps "${DECODE_STEPS:-48}" --out "$OUT/decode_arms.json" ;;
     unpack)
       mkdir -p runs && for o in plain cuset; do

@@ -155,7 +155,9 @@ def test_cli_errors_are_clear(tmp_path):
     assert r.exit_code == 2 and "does not exist" in flat(r.output)
     (tmp_path / "c.toml").write_text("[rollout]\nturnz = 3\n")
     r = runner.invoke(app, ["train", "--config", str(tmp_path / "c.toml")])
-    assert r.exit_code == 2 and "unknown key turnz" in flat(r.output)
+    assert r.exit_code == 2 and "unknown key turnz in [rollout]" in flat(r.output)  # brackets printed as text
+    r = runner.invoke(app, ["train", "--decoder", "vllm", "--compile-only", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "[rollout]: decoder must be one of hf, loop, graph" in flat(r.output)
     r = runner.invoke(app, ["train", "--reward", "verifiable", "--compile-only", "--model", str(tmp_path / "nope"),
                             "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "does not exist" in flat(r.output)

@@ -44,7 +44,11 @@ def _load(tasks: str) -> list[Task]:
 
 
 def _fail(msg: str, code: int = 2) -> NoReturn:
-    err.print(f"[bold red]error:[/] {msg}")
+    """Print ``msg`` as an error (verbatim: brackets in it, such as a config table's ``[rollout]``, are text, not
+    rich markup) and exit with ``code``."""
+    from rich.markup import escape
+
+    err.print(f"[bold red]error:[/] {escape(msg)}")
     raise typer.Exit(code)
 
 

@@ -85,6 +85,7 @@ def eval_command(
     static_cache: bool = typer.Option(False, "--static-cache", help="Local models: decode with a static KV cache, "
                                       "which transformers compiles on a GPU (CUDA graphs); prompts padded to "
                                       "buckets of 256 tokens, batches filled. Each new shape costs a compilation."),
+    decoder: str = typer.Option("hf", "--decoder", help="Local models: how answers are decoded: 'hf' (transformers' generate), 'loop' (the project's static-cache loop), 'graph' (the loop with each decoding step replayed as a CUDA graph on a GPU; docs/BENCHMARKS.md has its speed). The same answers either way."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N tasks of the set."),
     task_ids: Optional[str] = typer.Option(None, "--task-ids", help="Comma-separated task ids of the set."),
     compile_only: bool = typer.Option(False, "--compile-only", help="No GPU: static checks and nvcc only "
@@ -191,6 +192,14 @@ def eval_command(
             if kind not in ("embedded", "hf"):
                 _fail(f"--static-cache is for local models (embedded, hf:), not {kind!r}")
             opts["static_cache"] = True
+        from cudaperf.policy.decode import DECODERS
+
+        if decoder not in DECODERS:
+            _fail(f"--decoder {decoder!r}: use one of {', '.join(DECODERS)}")
+        if decoder != "hf":
+            if kind not in ("embedded", "hf"):
+                _fail(f"--decoder is for local models (embedded, hf:), not {kind!r}")
+            opts["decoder"] = decoder
         pol = load_policy(policy, **opts)
     except (PolicyError, ValueError, FileNotFoundError) as exc:
         _fail(f"policy {policy}: {exc}")
@@ -202,7 +211,7 @@ def eval_command(
                                settings_record={"policy_spec": policy, "dataset": str(dataset) if dataset else None,
                                                 "executor": ex.name, "concurrency": concurrency,
                                                 "batch_size": batch_size, "context_tokens": context_tokens,
-                                                "static_cache": static_cache,
+                                                "static_cache": static_cache, "decoder": decoder,
                                                 "summarizer": summarizer,
                                                 "fewshot": fewshot, "timing_budget_ms": timing_budget_ms,
                                                 "max_reps": max_reps, "overlap_runs": overlap_runs,

@@ -77,6 +77,9 @@ def train_command(
     max_new_tokens: Optional[int] = _flag("--max-new-tokens", help="New tokens per answer (default 1536)."),
     summarizer: Optional[str] = _flag("--summarizer", help="'policy' (the live model summarizes earlier turns; "
                                       "default) or 'template'."),
+    decoder: Optional[str] = _flag("--decoder", help="How the rollouts and held-out evaluations decode: 'hf' "
+                                   "(transformers' generate; default), 'loop', 'graph' (each decoding step a CUDA "
+                                   "graph on a GPU); the same answers either way."),
     prune: Optional[bool] = _flag("--prune/--no-prune", help="LEAP-style pruning after the first turn."),
     prune_solved_speedup: Optional[float] = _flag("--prune-solved-speedup", help="Trivially solved: every first "
                                                   "answer correct at >= this speedup (default 2.0)."),
@@ -132,7 +135,8 @@ def train_command(
         rollout = {"trajectories": trajectories, "turns": turns, "gamma": gamma, "temperatures": temps,
                    "max_new_tokens": max_new_tokens, "summarizer": summarizer, "prune": prune,
                    "prune_solved_speedup": prune_solved_speedup, "compile_only_credit": compile_only_credit,
-                   "reward_preset": reward, "ranker": str(ranker) if ranker else None, "seed": seed}
+                   "reward_preset": reward, "ranker": str(ranker) if ranker else None, "seed": seed,
+                   "decoder": decoder}
         lora = {"r": lora_r, "alpha": lora_alpha if lora_alpha is not None else (2 * lora_r if lora_r else None)}
         train = {"tasks": tasks, "prompts_per_step": prompts_per_step, "micro_batch_rows": micro_batch_rows,
                  "max_steps": max_steps, "learning_rate": lr, "qlora": qlora,
@@ -142,7 +146,7 @@ def train_command(
                  "device": ("cpu" if cpu else "auto") if cpu is not None else None,
                  "gradient_checkpointing": gradient_checkpointing, "seed": seed}
         ev = {"every_steps": eval_every, "tasks": eval_tasks, "samples": eval_samples, "turns": eval_turns,
-              "seed": seed}
+              "seed": seed, "decoder": decoder}
 
         def given(d):
             return {k: v for k, v in d.items() if v is not None}
@@ -233,6 +237,7 @@ def sft_command(
     eval_limit: Optional[int] = typer.Option(None, "--eval-limit", help="Only the first N tasks of the set."),
     eval_max_new_tokens: int = typer.Option(1536, "--eval-max-new-tokens", help="New tokens per answer."),
     eval_batch_size: int = typer.Option(64, "--eval-batch-size", help="Prompts per generate call."),
+    eval_decoder: str = typer.Option("hf", "--eval-decoder", help="How answers are decoded: 'hf' (transformers' generate), 'loop' (the project's static-cache loop), 'graph' (the loop with each decoding step replayed as a CUDA graph on a GPU; docs/BENCHMARKS.md has its speed). The same answers either way."),
     eval_out: Optional[Path] = typer.Option(None, "--eval-out", help="The evaluation's run directory (default "
                                             "OUT/eval; the same directory resumes it)."),
     compile_only: bool = typer.Option(False, "--compile-only", help="Evaluation without a GPU: static checks and "
@@ -263,11 +268,15 @@ def sft_command(
                                  device="cpu" if cpu else "auto", max_minutes=max_minutes, cuset=cuset)
         ev = SFTEvalSettings(tasks=eval_tasks, samples=eval_samples, turns=eval_turns, compile_only=compile_only,
                              limit=eval_limit, max_new_tokens=eval_max_new_tokens, batch_size=eval_batch_size,
-                             seed=seed,
+                             seed=seed, decoder=eval_decoder,
                              # prompts built as the training ones were, where the answer budget leaves room
                              context_tokens=max_length if max_length > eval_max_new_tokens else None)
         if ev.samples < 1 or ev.turns < 1:
             raise ValueError("--eval-samples and --eval-turns must be >= 1")
+        from cudaperf.policy.decode import DECODERS
+
+        if eval_decoder not in DECODERS:
+            raise ValueError(f"--eval-decoder {eval_decoder!r}: use one of {', '.join(DECODERS)}")
     except ValueError as exc:
         _fail(str(exc))
     if evaluate:  # a wrong task set fails now, not after the training

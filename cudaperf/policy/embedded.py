@@ -163,11 +163,11 @@ class EmbeddedPolicy(HFPolicy):
 
     def __init__(self, gguf: str | Path | None = None, device: str = "auto", dtype: str = "auto",
                  batch_size: int = 16, context_tokens: int | None = None, static_cache: bool = False,
-                 length_bucket: int = 256):
+                 length_bucket: int = 256, decoder: str = "hf"):
         t0 = time.perf_counter()
         model_dir, converted = embedded_model_dir(gguf)
         super().__init__(model_dir, device=device, dtype=dtype, batch_size=batch_size, context_tokens=context_tokens,
-                         static_cache=static_cache, length_bucket=length_bucket)
+                         static_cache=static_cache, length_bucket=length_bucket, decoder=decoder)
         source = json.loads((model_dir / "source.json").read_text())
         known = KNOWN_GGUFS.get(str(source.get("sha256", ""))[:16])
         self.name = f"embedded:{known or Path(source['gguf']).name.split('.')[0]}"

@@ -30,6 +30,13 @@ Decisions:
   step (7 projections x 30 layers for the embedded model), and a step of a small model is bound by the number of
   ops, not by its arithmetic. The merged weights are rounded once to the model's dtype; ``merge_adapter=False``
   keeps the PEFT model as it loaded.
+* ``decoder`` (``cudaperf eval --decoder``): ``hf`` (default) decodes with transformers' ``generate``; ``loop`` and
+  ``graph`` with :func:`cudaperf.policy.decode.decode_batch` (a fixed KV cache the model writes into; ``graph``
+  replays each decoding step as one CUDA graph on a GPU), the same answers as ``generate`` (tested token for
+  token). A model the decoder cannot handle (sliding-window layers, flash attention), or a failure inside it, sends
+  this and every later batch through ``generate``: ``decoder_fallback`` says why (and a warning, once), and each
+  answer's ``extra["decoder"]`` says how it was decoded (``hf``, ``loop``, ``graph:replayed``, ``graph:eager``, or
+  ``graph:failed: ...`` when the capture failed and the steps ran eagerly).
 * ``latency_s`` is the wall time of the batch the request ran in.
 * ``device="auto"`` takes the first CUDA GPU when there is one, else the CPU; ``dtype="auto"`` is bfloat16 on a GPU
   that supports it (float16 otherwise) and float32 on the CPU.
@@ -43,11 +50,13 @@ import gc
 import inspect
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
 from cudaperf.policy.base import Generation, Message, PolicyError, Request, SamplingParams
 from cudaperf.policy.common import derive_seed
+from cudaperf.policy.decode import DECODERS, DecodeUnsupported, RowSampler, decode_batch
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.gguf")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -96,60 +105,22 @@ def check_model_dir(model_dir: str | Path) -> Path:
     return path
 
 
-_M32 = 0xFFFFFFFF
-
-
-def _mul32(h: Any, c: int) -> Any:
-    """``(h * c) mod 2**32`` for int64 tensors ``h`` in [0, 2**32): in two 16-bit halves of ``c``, so that no
-    product leaves int64."""
-    return (h * (c & 0xFFFF) + (((h * (c >> 16)) & 0xFFFF) << 16)) & _M32
-
-
-def _fmix32(h: Any) -> Any:
-    """MurmurHash3's 32-bit finalizer (a bijection of [0, 2**32) that mixes every bit), on int64 tensors."""
-    h = h ^ (h >> 16)
-    h = _mul32(h, 0x85EBCA6B)
-    h = h ^ (h >> 13)
-    h = _mul32(h, 0xC2B2AE35)
-    return h ^ (h >> 16)
+_Work = tuple  # (index of the request, prompt ids, token budget, seed, its SamplingParams)
 
 
 class _SeededSampler:
-    """A logits processor that samples each row from its own seed (temperature, then top-p) and returns scores
-    that make greedy decoding take the sampled token.
+    """A logits processor for ``generate`` that samples each row from its own seed (temperature, then top-p) and
+    returns scores that make greedy decoding take the sampled token: :class:`cudaperf.policy.decode.RowSampler`'s
+    draw, the step counted from the batch's padded prompt width (``prompt_width``), the same for every row."""
 
-    One draw for the whole batch, no per-row generator: the Gumbel-max trick with uniforms hashed from (the row's
-    seed, the decoding step, the token id), so a row's sample depends on its seed and step alone, never on the
-    other rows of its batch or on how many there are. The step is counted from the batch's padded prompt width
-    (``prompt_width``), the same for every row."""
-
-    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, device: Any, prompt_width: int):
-        torch = _torch()
-        self.temperature = temperature
-        self.top_p = top_p
+    def __init__(self, seeds: Sequence[int], temperature: float | Sequence[float], top_p: float | Sequence[float],
+                 device: Any, prompt_width: int):
+        self.rows = RowSampler(seeds, temperature, top_p, device)
         self.prompt_width = prompt_width
-        keys = [(int(s) ^ (int(s) >> 32)) & _M32 for s in seeds]
-        self.keys = _fmix32(torch.tensor(keys, dtype=torch.long, device=device))
-        self._tokens: Any = None
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         torch = _torch()
-        vocab = scores.shape[-1]
-        if self._tokens is None or self._tokens.numel() != vocab:
-            self._tokens = _fmix32(_mul32(torch.arange(vocab, dtype=torch.long, device=scores.device), 0x9E3779B1))
-        step = int(input_ids.shape[1]) - self.prompt_width
-        row_keys = _fmix32(self.keys ^ _mul32(torch.full_like(self.keys, step + 1), 0x27D4EB2F))
-        u = _fmix32(row_keys[:, None] ^ self._tokens[None, :])  # [batch, vocab], uniform on [0, 2**32)
-        gumbel = -torch.log(-torch.log((u.double() + 0.5) / 2.0 ** 32))
-        logits = scores.double() / self.temperature
-        if self.top_p < 1.0:
-            probs = torch.softmax(logits, dim=-1)
-            sorted_p, order = probs.sort(dim=-1, descending=True)
-            # drop a token when the tokens above it already hold top_p of the mass (the first always stays)
-            drop_sorted = (sorted_p.cumsum(dim=-1) - sorted_p) >= self.top_p
-            drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-            logits = logits.masked_fill(drop, float("-inf"))
-        picks = (logits + gumbel).argmax(dim=-1)
+        picks = self.rows.picks(scores, int(input_ids.shape[1]) - self.prompt_width)
         out = torch.full_like(scores, float("-inf"))
         return out.scatter(1, picks.view(-1, 1), 0.0)
 
@@ -159,7 +130,8 @@ class HFPolicy:
 
     def __init__(self, model_dir: str | Path, adapter: str | Path | None = None, device: str = "auto",
                  dtype: str = "auto", batch_size: int = 16, context_tokens: int | None = None,
-                 static_cache: bool = False, length_bucket: int = 256, merge_adapter: bool = True):
+                 static_cache: bool = False, length_bucket: int = 256, merge_adapter: bool = True,
+                 decoder: str = "hf"):
         path = check_model_dir(model_dir)
         adapter_path = None
         if adapter is not None:
@@ -198,28 +170,36 @@ class HFPolicy:
         model.eval()
         name = f"hf:{path}" + (f"+{adapter_path}" if adapter_path is not None else "")
         self._setup(model, tokenizer, name=name, batch_size=batch_size, context_tokens=context_tokens,
-                    static_cache=static_cache, length_bucket=length_bucket)
+                    static_cache=static_cache, length_bucket=length_bucket, decoder=decoder)
         self.model_dir: Path | None = path
         self.adapter: Path | None = adapter_path
 
     @classmethod
     def from_loaded(cls, model: Any, tokenizer: Any, name: str = "hf:in-memory", batch_size: int = 16,
                     context_tokens: int | None = None, static_cache: bool = False,
-                    length_bucket: int = 256) -> "HFPolicy":
+                    length_bucket: int = 256, decoder: str = "hf") -> "HFPolicy":
         """A policy over a model and tokenizer already in memory (a trainer's model, on its device)."""
         self = cls.__new__(cls)
         self._setup(model, tokenizer, name=name, batch_size=batch_size, context_tokens=context_tokens,
-                    static_cache=static_cache, length_bucket=length_bucket)
+                    static_cache=static_cache, length_bucket=length_bucket, decoder=decoder)
         self.model_dir = None
         self.adapter = None
         return self
 
     def _setup(self, model: Any, tokenizer: Any, *, name: str, batch_size: int, context_tokens: int | None,
-               static_cache: bool = False, length_bucket: int = 256) -> None:
+               static_cache: bool = False, length_bucket: int = 256, decoder: str = "hf") -> None:
         from transformers import GenerationConfig
 
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        if decoder not in DECODERS:
+            raise PolicyError(f"unknown decoder {decoder!r}: use one of {', '.join(DECODERS)}")
+        if decoder != "hf" and static_cache:
+            raise PolicyError(f"decoder {decoder!r} has a static cache of its own: static_cache is for decoder 'hf'")
+        self.decoder = decoder
+        self.decoder_fallback: str | None = None  # why decoder loop/graph fell back to generate, once it did
+        self.last_decode: Any = None  # DecodeStats of the last batch decoded by decode_batch
+        self.last_new_tokens: list[list[int]] = []  # the last batch's new token ids, a list a row of it
         if length_bucket < 1:
             raise ValueError("length_bucket must be >= 1")
         self.static_cache = bool(static_cache)
@@ -274,14 +254,23 @@ class HFPolicy:
     def count_tokens(self, messages: Sequence[Message]) -> int:
         return len(self._encode(messages))
 
-    def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[Generation]:
-        with self._lock:
-            return self._generate(list(requests), params)
+    per_request_params = True
+    """``generate`` takes one SamplingParams a request as well as one for all: rows of several temperatures then
+    share a batch (GRPO's trajectories at 0.2 and 0.7, one call a turn)."""
 
-    def _generate(self, requests: list[Request], params: SamplingParams) -> list[Generation]:
+    def generate(self, requests: Sequence[Request],
+                 params: SamplingParams | Sequence[SamplingParams]) -> list[Generation]:
+        requests = list(requests)
+        plist = list(params) if isinstance(params, (list, tuple)) else [params] * len(requests)
+        if len(plist) != len(requests):
+            raise ValueError(f"{len(requests)} requests but {len(plist)} sampling parameters")
+        with self._lock:
+            return self._generate(requests, plist)
+
+    def _generate(self, requests: list[Request], plist: list[SamplingParams]) -> list[Generation]:
         out: list[Generation | None] = [None] * len(requests)
-        work: list[tuple[int, list[int], int, int]] = []  # (index, prompt ids, token budget, seed)
-        for i, r in enumerate(requests):
+        work: list[_Work] = []
+        for i, (r, params) in enumerate(zip(requests, plist)):
             try:
                 ids = self._encode(r.messages)
             except Exception as e:
@@ -295,56 +284,103 @@ class HFPolicy:
                                     error_type="context_length_exceeded")
                     continue
                 budget = min(budget, self._context_tokens - len(ids))
-            work.append((i, ids, budget, derive_seed(params.seed, r)))
+            work.append((i, ids, budget, derive_seed(params.seed, r), params))
         work.sort(key=lambda w: len(w[1]))
         for start in range(0, len(work), self.batch_size):
             chunk = work[start:start + self.batch_size]
-            for (i, *_), g in zip(chunk, self._run_batch(chunk, params)):
+            for (i, *_), g in zip(chunk, self._run_batch(chunk)):
                 out[i] = g
         return [g if g is not None else _error("internal: no generation") for g in out]
 
-    def _run_batch(self, chunk: list[tuple[int, list[int], int, int]], params: SamplingParams) -> list[Generation]:
+    def _run_batch(self, chunk: list[_Work]) -> list[Generation]:
         torch = _torch()
         try:
-            return self._batch(chunk, params)
+            return self._batch(chunk)
         except torch.cuda.OutOfMemoryError as e:
             if len(chunk) == 1:
                 return [_error(f"CUDA out of memory for one request: {e}")]
             torch.cuda.empty_cache()
             half = len(chunk) // 2
-            return self._run_batch(chunk[:half], params) + self._run_batch(chunk[half:], params)
+            return self._run_batch(chunk[:half]) + self._run_batch(chunk[half:])
         except Exception as e:
             return [_error(f"generation failed: {type(e).__name__}: {e}", prompt_tokens=len(ids))
-                    for _, ids, _, _ in chunk]
+                    for _, ids, *_ in chunk]
 
-    def _batch(self, chunk: list[tuple[int, list[int], int, int]], params: SamplingParams) -> list[Generation]:
+    def _batch(self, chunk: list[_Work]) -> list[Generation]:
+        torch = _torch()
+        width = max(len(ids) for _, ids, *_ in chunk)
+        max_new = max(b for _, _, b, *_ in chunk)
+        rows = list(chunk)
+        if self.static_cache:  # few distinct shapes, so a compiled step is reused: widths in buckets, full batches
+            # (positions come from the attention mask, so the extra left padding moves no real token); a chunk
+            # halved after running out of memory is filled to the next power of two, not back to batch_size
+            width = -(-width // self.length_bucket) * self.length_bucket
+            target = min(self.batch_size, 1 << (len(chunk) - 1).bit_length())
+            rows += [chunk[-1]] * (target - len(chunk))  # filler rows, dropped below
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for row, (_, ids, *_) in enumerate(rows):
+            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            mask[row, width - len(ids):] = 1
+        seeds = [w[3] for w in rows]
+        temps = [w[4].temperature for w in rows]
+        tops = [w[4].top_p for w in rows]
+        sampled = any(t > 0 for t in temps)
+        t0 = time.perf_counter()
+        new = None
+        used = "hf"
+        if self.decoder != "hf" and self.decoder_fallback is None:
+            sampler = RowSampler(seeds, temps, tops, self.device) if sampled else None
+            try:
+                with torch.inference_mode():
+                    out, self.last_decode = decode_batch(
+                        self.model, input_ids.to(self.device), mask.to(self.device), max_new=max_new,
+                        budgets=[w[2] for w in rows], eos_ids=self.eos_ids, pad_id=self.pad_id, sampler=sampler,
+                        graph=self.decoder == "graph")
+                new = out.tolist()
+                used = f"{self.decoder}:{self.last_decode.graph}" if self.decoder == "graph" else self.decoder
+            except DecodeUnsupported as e:  # once: this model goes through generate from now on
+                self.decoder_fallback = f"{self.decoder} decoder unsupported for {self.name}: {e}; using generate"
+                warnings.warn(self.decoder_fallback, stacklevel=2)
+            except torch.cuda.OutOfMemoryError:
+                raise  # _run_batch halves the chunk
+            except Exception as e:  # the fast path failed: answer through generate, and say so once
+                self.decoder_fallback = (f"{self.decoder} decoder failed for {self.name}: {type(e).__name__}: "
+                                         f"{str(e)[:300]}; using generate from now on")
+                warnings.warn(self.decoder_fallback, stacklevel=2)
+        if new is None:
+            new = self._generate_new(input_ids, mask, width, max_new,
+                                     _SeededSampler(seeds, temps, tops, self.device, width) if sampled else None)
+        latency = time.perf_counter() - t0
+        self.last_new_tokens = new[:len(chunk)]
+        gens = []
+        for row, (_, ids, budget, seed, _) in enumerate(chunk):
+            tokens = new[row][:budget]
+            end = next((k for k, t in enumerate(tokens) if t in self.eos_ids), None)
+            if end is not None:
+                text_ids, n, reason = tokens[:end], end + 1, "stop"
+            else:
+                text_ids, n, reason = tokens, len(tokens), "length"
+            text = self.tokenizer.decode(text_ids, skip_special_tokens=True)
+            gens.append(Generation(text=text, prompt_tokens=len(ids), completion_tokens=n, finish_reason=reason,
+                                   latency_s=latency, extra={"seed": seed, "batch": len(chunk), "decoder": used}))
+        return gens
+
+    def _generate_new(self, input_ids: Any, mask: Any, width: int, max_new: int,
+                      sampler: "_SeededSampler | None") -> list[list[int]]:
+        """New token ids a row, through transformers' ``generate`` (decoder ``hf``, or a model decode_batch
+        refuses)."""
         from transformers import LogitsProcessorList
 
         torch = _torch()
-        width = max(len(ids) for _, ids, _, _ in chunk)
-        max_new = max(b for _, _, b, _ in chunk)
-        rows = list(chunk)
-        if self.static_cache:  # few distinct shapes, so a compiled step is reused: widths in buckets, full batches
-            # (positions come from the attention mask, so the extra left padding moves no real token)
-            width = -(-width // self.length_bucket) * self.length_bucket
-            rows += [chunk[-1]] * (self.batch_size - len(chunk))  # filler rows, dropped below
-        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for row, (_, ids, _, _) in enumerate(rows):
-            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
-            mask[row, width - len(ids):] = 1
-        seeds = [s for _, _, _, s in rows]
         config = copy.deepcopy(self._clean_generation_config)
         config.max_new_tokens = max_new
         config.do_sample = False
         config.num_beams = 1
         if self.static_cache:
             config.cache_implementation = "static"
-        processors = LogitsProcessorList()
-        if params.temperature > 0:
-            processors.append(_SeededSampler(seeds, params.temperature, params.top_p, self.device, width))
+        processors = LogitsProcessorList([sampler] if sampler is not None else [])
         stored = getattr(self._base, "generation_config", None)
-        t0 = time.perf_counter()
         try:
             if stored is not None:
                 self._base.generation_config = self._clean_generation_config
@@ -354,20 +390,7 @@ class HFPolicy:
         finally:
             if stored is not None:
                 self._base.generation_config = stored
-        latency = time.perf_counter() - t0
-        new = seqs[:, width:].tolist()
-        gens = []
-        for row, (_, ids, budget, seed) in enumerate(chunk):
-            tokens = new[row][:budget]
-            end = next((k for k, t in enumerate(tokens) if t in self.eos_ids), None)
-            if end is not None:
-                text_ids, n, reason = tokens[:end], end + 1, "stop"
-            else:
-                text_ids, n, reason = tokens, len(tokens), "length"
-            text = self.tokenizer.decode(text_ids, skip_special_tokens=True)
-            gens.append(Generation(text=text, prompt_tokens=len(ids), completion_tokens=n, finish_reason=reason,
-                                   latency_s=latency, extra={"seed": seed, "batch": len(chunk)}))
-        return gens
+        return seqs[:, width:].tolist()
 
     def close(self) -> None:
         with self._lock:

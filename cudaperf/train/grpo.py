@@ -42,6 +42,7 @@ from transformers import TrainerCallback
 
 from cudaperf.train.common import (TimeBudget, TrainRunError, bnb_4bit_config, check_qlora, finite, last_checkpoint,
                                    lora_config, resolve_model_dir, tensorboard_callbacks, versions, write_json)
+from cudaperf.policy.decode import DECODERS
 from cudaperf.train.rollout import REWARD_PRESETS, Rollout, RolloutSettings
 from cudaperf.train.sft import LoRASettings
 
@@ -169,8 +170,12 @@ class GRPOEvalSettings:
     batch_size: int = 32
     summarizer: str = "template"
     seed: int = 0
+    decoder: str = "hf"
+    """How the evaluation's answers are decoded (:data:`cudaperf.policy.decode.DECODERS`)."""
 
     def __post_init__(self) -> None:
+        if self.decoder not in DECODERS:
+            raise ValueError(f"eval decoder must be one of {', '.join(DECODERS)}")
         if self.every_steps < 0:
             raise ValueError("eval every_steps must be >= 0")
         if self.samples < 1 or self.turns < 1 or self.batch_size < 1 or self.max_new_tokens < 1:
@@ -395,12 +400,13 @@ def evaluate_live(model: Any, tokenizer: Any, run_dir: Path, settings: GRPOEvalS
 
     s = settings
     ts = select(load_taskset(s.tasks), limit=s.limit)
-    pol = HFPolicy.from_loaded(model, tokenizer, name=name, batch_size=s.batch_size)
+    pol = HFPolicy.from_loaded(model, tokenizer, name=name, batch_size=s.batch_size, decoder=s.decoder)
     sampling = SamplingParams(temperature=s.temperature, top_p=s.top_p, max_new_tokens=s.max_new_tokens, seed=s.seed)
     options = EvalOptions(samples=s.samples, turns=s.turns, sampling=sampling, seed=s.seed, compile_only=compile_only,
                           summarizer=s.summarizer, chunk=s.batch_size)
     run_eval(pol, ts, run_dir, options, progress=progress,
-             settings_record={"policy_spec": name, "batch_size": s.batch_size, "summarizer": s.summarizer,
+             settings_record={"policy_spec": name, "batch_size": s.batch_size, "decoder": s.decoder,
+                              "summarizer": s.summarizer,
                               "fewshot": True, "from": "cudaperf train"})
     paths = write_report(run_dir)
     return json.loads(Path(paths.metrics_json).read_text(encoding="utf-8"))

@@ -5,7 +5,8 @@ TRL calls :meth:`Rollout.__call__` with a generation batch of prompts, each dist
 :class:`cudaperf.env.refine.RefineEnv` for up to ``T`` turns:
 
 * every turn, all live trajectories of the batch are generated together with the trainer's model (one batched
-  ``generate`` per sampling temperature, through :class:`TrainerPolicy`, the project's HF policy over the live model)
+  ``generate`` call, its rows at their trajectories' temperatures, through :class:`TrainerPolicy`, the project's HF
+  policy over the live model; a policy that takes one temperature a call gets one call a temperature)
   and judged together with :func:`cudaperf.env.refine.step_batch` (one harness batch per turn);
 * trajectory ``j`` samples at ``temperatures[j % len(temperatures)]`` (the paper's "[0.2, 0.7]": with m = 4, two
   trajectories at 0.2 and two at 0.7);
@@ -41,6 +42,7 @@ from cudaperf.env.refine import EnvContext, PolicySummarizer, RefineEnv, Templat
 from cudaperf.harness.result import EvaluationResult
 from cudaperf.harness.store import append_line
 from cudaperf.policy.base import Generation, SamplingParams
+from cudaperf.policy.decode import DECODERS
 from cudaperf.policy.hf import HFPolicy
 from cudaperf.reward.composite import RewardBreakdown, RewardSettings, leap_group_rewards, reward
 from cudaperf.reward.terms import compiled
@@ -92,6 +94,10 @@ class RolloutSettings:
     """Generate with transformers' static KV cache, which it compiles on a GPU (``HFPolicy(static_cache=True)``):
     prompts padded to 256-token buckets, batches filled to ``generation_batch_rows``. Off by default: each new
     shape costs a compilation, and it is not yet measured against the training loop."""
+    decoder: str = "hf"
+    """How answers are decoded (:data:`cudaperf.policy.decode.DECODERS`): ``hf`` (transformers' ``generate``),
+    ``loop`` or ``graph`` (the project's static-cache loop, each decoding step a CUDA graph on a GPU); the same
+    answers, from the live weights, either way."""
     reward_preset: str = "paper"
     """``paper``, ``gated``, ``verifiable`` or ``leap`` (see :data:`REWARD_PRESETS`)."""
     ranker: str | None = None
@@ -124,6 +130,10 @@ class RolloutSettings:
             raise ValueError("trajectories x turns (TRL's num_generations) must be >= 2")
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError("gamma must be in [0, 1]")
+        if self.decoder not in DECODERS:
+            raise ValueError(f"decoder must be one of {', '.join(DECODERS)}")
+        if self.decoder != "hf" and self.static_cache:
+            raise ValueError("static_cache is for decoder 'hf' (loop and graph have a static cache of their own)")
         if not self.temperatures or any(not t > 0 for t in self.temperatures):
             raise ValueError("temperatures must be one or more values > 0")
         if not 0 < self.top_p <= 1:
@@ -255,22 +265,6 @@ def prompt_task_id(prompt: Any) -> str:
 
 # --------------------------------------------------------------------------------------------------- the policy
 
-class _GenerateRecorder:
-    """Stands between HFPolicy and the model: passes ``generate`` through and keeps its output (the token ids)."""
-
-    def __init__(self, model: Any) -> None:
-        self._model = model
-        self.last: tuple[int, Any] | None = None
-
-    def generate(self, **kwargs: Any) -> Any:
-        seqs = self._model.generate(**kwargs)
-        self.last = (int(kwargs["input_ids"].shape[1]), seqs)
-        return seqs
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._model, name)
-
-
 class TrainerPolicy(HFPolicy):
     """The project's HF policy over a model in training (the trainer's, unwrapped for generation) that also returns
     each answer's token ids: ``extra["prompt_ids"]`` (the chat-templated prompt, as fed) and
@@ -279,19 +273,16 @@ class TrainerPolicy(HFPolicy):
 
     @classmethod
     def over(cls, model: Any, tokenizer: Any, batch_size: int, context_tokens: int | None = None,
-             static_cache: bool = False) -> "TrainerPolicy":
-        self = cls.from_loaded(model, tokenizer, name="grpo:live-model", batch_size=batch_size,
-                               context_tokens=context_tokens, static_cache=static_cache)
-        self.model = _GenerateRecorder(model)
-        return self
+             static_cache: bool = False, decoder: str = "hf") -> "TrainerPolicy":
+        return cls.from_loaded(model, tokenizer, name="grpo:live-model", batch_size=batch_size,
+                               context_tokens=context_tokens, static_cache=static_cache, decoder=decoder)
 
-    def _batch(self, chunk, params):
-        self.model.last = None
-        gens = super()._batch(chunk, params)
-        width, seqs = self.model.last
-        new = seqs[:, width:].tolist()
+    def _batch(self, chunk):
+        self.last_new_tokens = []
+        gens = super()._batch(chunk)
+        new = self.last_new_tokens
         out = []
-        for row, ((_, ids, budget, _), g) in enumerate(zip(chunk, gens)):
+        for row, ((_, ids, budget, *_), g) in enumerate(zip(chunk, gens)):
             tokens = new[row][:budget]
             end = next((k for k, t in enumerate(tokens) if t in self.eos_ids), None)
             comp = tokens[:end + 1] if end is not None else tokens
@@ -423,7 +414,8 @@ class Rollout:
             try:
                 policy = TrainerPolicy.over(model, self.tokenizer, self.settings.generation_batch_rows,
                                             context_tokens=self.settings.context_tokens,
-                                            static_cache=self.settings.static_cache)
+                                            static_cache=self.settings.static_cache,
+                                            decoder=self.settings.decoder)
                 return self.collect(prompts, policy, step=step, rank=rank)
             finally:
                 if was_training:
@@ -480,15 +472,21 @@ class Rollout:
                 break
             gens: dict[int, Generation] = {}
             t0 = time.monotonic()
-            for temp in sorted(set(s.temperatures)):
-                part = [(g, j, e) for g, j, e in active if s.temperature(j) == temp]
-                if not part:
-                    continue
-                reqs = [obs[id(e)].request for _, _, e in part]
-                params = SamplingParams(temperature=temp, top_p=s.top_p, max_new_tokens=s.max_new_tokens,
-                                        seed=s.seed)
-                for (_, _, e), gen in zip(part, policy.generate(reqs, params)):
+            by_temp = {temp: SamplingParams(temperature=temp, top_p=s.top_p, max_new_tokens=s.max_new_tokens,
+                                            seed=s.seed) for temp in s.temperatures}
+            if getattr(policy, "per_request_params", False):  # every temperature in one call
+                reqs = [obs[id(e)].request for _, _, e in active]
+                plist = [by_temp[s.temperature(j)] for _, j, _ in active]
+                for (_, _, e), gen in zip(active, policy.generate(reqs, plist)):
                     gens[id(e)] = gen
+            else:  # one call a temperature
+                for temp in sorted(set(s.temperatures)):
+                    part = [(g, j, e) for g, j, e in active if s.temperature(j) == temp]
+                    if not part:
+                        continue
+                    reqs = [obs[id(e)].request for _, _, e in part]
+                    for (_, _, e), gen in zip(part, policy.generate(reqs, by_temp[temp])):
+                        gens[id(e)] = gen
             stats.generate_s += time.monotonic() - t0
             t0 = time.monotonic()
             live = [e for _, _, e in active]

@@ -189,6 +189,9 @@ class SFTEvalSettings:
     context_tokens: int | None = None
     """Prompt + answer in tokens (few-shot examples dropped to fit): the training run's ``max_length_tokens``, so
     the held-out prompts are built as the training ones were; None: the model's context."""
+    decoder: str = "hf"
+    """How the adapter's answers are decoded (:data:`cudaperf.policy.decode.DECODERS`, as ``cudaperf eval
+    --decoder``)."""
 
 
 # --------------------------------------------------------------------------------------------------- examples
@@ -641,10 +644,10 @@ def evaluate_adapter(model_dir: str | Path, adapter_dir: str | Path, run_dir: st
                           compile_only=s.compile_only, summarizer=s.summarizer, chunk=s.batch_size)
     log(f"held-out evaluation: {len(ts.tasks)} tasks ({ts.benchmark}) x {s.samples} samples x up to {s.turns} "
         f"turns, policy {spec}" + (" (compile only)" if s.compile_only else ""))
-    pol = load_policy(spec, batch_size=s.batch_size, context_tokens=s.context_tokens)
+    pol = load_policy(spec, batch_size=s.batch_size, context_tokens=s.context_tokens, decoder=s.decoder)
     try:
         run_eval(pol, ts, run_dir, options, progress=progress,
-                 settings_record={"policy_spec": spec, "batch_size": s.batch_size,
+                 settings_record={"policy_spec": spec, "batch_size": s.batch_size, "decoder": s.decoder,
                                   "context_tokens": s.context_tokens, "summarizer": s.summarizer,
                                   "fewshot": True, "from": "cudaperf sft"})
     finally:
