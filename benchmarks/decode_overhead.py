@@ -25,7 +25,9 @@ for test:c average about 2,400 at ``--context-tokens 4096``), one row per arm, s
 * ``loop``: ``sampled`` through the project's own decoder (``cudaperf.policy.decode.decode_batch``: a fixed KV
   cache, no ``generate``), each step run eagerly;
 * ``graph``: the same with every decoding step after the first two replayed as one CUDA graph (``graph`` in the
-  row says whether the capture took);
+  row says whether the capture took), attending with ``gqa_decode_attention`` (the cache read once a step);
+* ``graph-repeat``: ``graph`` with transformers' own attention, which copies the key and value heads for each
+  query head of their group first;
 * ``lora-graph``: ``graph`` through the unmerged LoRA adapter (GRPO's live model generates so).
 
 Every arm is timed twice with the same shapes: ``first_s`` is the first call's wall (warm-up, compilation), the
@@ -38,7 +40,7 @@ import argparse
 import json
 import time
 
-ARMS = ("greedy", "sampled", "lora", "merged", "static", "loop", "graph", "lora-graph")
+ARMS = ("greedy", "sampled", "lora", "merged", "static", "loop", "graph", "graph-repeat", "lora-graph")
 
 
 def step_ms(model, batch: int, steps: int, device: str) -> float:
@@ -81,7 +83,7 @@ def _timed_generate(model, ids, mask, steps: int, device: str, sampler_seeds=Non
     return time.perf_counter() - t
 
 
-def _decoder_row(model, ids, mask, steps: int, device: str, seeds, graph: bool) -> dict:
+def _decoder_row(model, ids, mask, steps: int, device: str, seeds, graph: bool, gqa: bool = True) -> dict:
     """decode_batch twice with the same shapes (the first call warms up), the second timed: its prefill, its
     decoding steps (the prefill's token excluded), whether the graph replayed, peak memory."""
     import torch
@@ -93,7 +95,7 @@ def _decoder_row(model, ids, mask, steps: int, device: str, seeds, graph: bool) 
         with torch.inference_mode():
             _, stats = decode_batch(model, ids, mask, max_new=steps + 1, budgets=[steps + 1] * ids.shape[0],
                                     eos_ids=[-1], pad_id=0, sampler=RowSampler(seeds, 0.7, 0.9, ids.device),
-                                    graph=graph)
+                                    graph=graph, gqa=gqa)
         return time.perf_counter() - t, stats
 
     first, _ = once()
@@ -101,15 +103,18 @@ def _decoder_row(model, ids, mask, steps: int, device: str, seeds, graph: bool) 
         torch.cuda.reset_peak_memory_stats()
     _, stats = once()
     out = {"first_s": round(first, 2), "prefill_s": round(stats.prefill_s, 3),
-           "ms_per_step": round(stats.decode_s / max(1, stats.steps - 1) * 1000, 1), "graph": stats.graph}
+           "ms_per_step": round(stats.decode_s / max(1, stats.steps - 1) * 1000, 1), "graph": stats.graph,
+           "gqa": stats.gqa}
     if device == "cuda":
         out["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 1)
     return out
 
 
-def arm_rows(cfg, arms: list[str], batches: list[int], prompt_tokens: int, steps: int, device: str) -> list[dict]:
+def arm_rows(cfg, arms: list[str], batches: list[int], prompt_tokens: int, steps: int, device: str,
+             out: str | None = None) -> list[dict]:
     """One row per (arm, batch): a prefill-only call (1 new token) and a call of 1 + ``steps`` new tokens, both
-    timed after a first call of the same shapes; the step time is their difference over ``steps``."""
+    timed after a first call of the same shapes; the step time is their difference over ``steps``. With ``out``,
+    the rows so far are written there after each one (a run cut short keeps what it measured)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -134,10 +139,10 @@ def arm_rows(cfg, arms: list[str], batches: list[int], prompt_tokens: int, steps
             static = arm == "static"
             row = {"arm": arm, "batch": b, "prompt_tokens": prompt_tokens, "steps": steps, "device": device}
             try:
-                if arm in ("loop", "graph", "lora-graph"):
-                    row.update(_decoder_row(model, ids, mask, steps, device, seeds, graph=arm != "loop"))
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
+                if arm in ("loop", "graph", "graph-repeat", "lora-graph"):
+                    row.update(_decoder_row(model, ids, mask, steps, device, seeds, graph=arm != "loop",
+                                            gqa=arm != "graph-repeat"))
+                    _keep(rows, row, out)
                     continue
                 row["first_s"] = round(_timed_generate(model, ids, mask, steps + 1, device, seeds, static), 2)
                 prefill = _timed_generate(model, ids, mask, 1, device, seeds, static)
@@ -152,12 +157,19 @@ def arm_rows(cfg, arms: list[str], batches: list[int], prompt_tokens: int, steps
                 row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
                 if device == "cuda":
                     torch.cuda.empty_cache()
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+            _keep(rows, row, out)
         del model
         if device == "cuda":
             torch.cuda.empty_cache()
     return rows
+
+
+def _keep(rows: list[dict], row: dict, out: str | None) -> None:
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+    if out:
+        with open(out, "w") as f:
+            json.dump(rows, f, indent=1)
 
 
 def main() -> None:
@@ -185,7 +197,7 @@ def main() -> None:
         unknown = sorted(set(arms) - set(ARMS))
         if unknown:
             ap.error(f"unknown arms {unknown}; known: {', '.join(ARMS)}")
-        rows = arm_rows(full, arms, batches, a.prompt_tokens, a.steps, a.device)
+        rows = arm_rows(full, arms, batches, a.prompt_tokens, a.steps, a.device, a.out)
     else:
         narrow = full.__class__(**{**full.to_dict(), "hidden_size": 64, "intermediate_size": 128,
                                    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16})

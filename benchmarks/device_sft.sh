@@ -44,9 +44,10 @@
 #   decode       benchmarks/decode_overhead.py: ms a decoding step of the embedded model's shape beside the same
 #                depth at width 64, batches 1, 64, 256 (random weights, about a minute)
 #   decode-arms  benchmarks/decode_overhead.py --arms (random weights, no model file needed): a decoding step at
-#                DECODE_BATCHES (default 285) rows of DECODE_PROMPT (2400) tokens, dynamic cache greedy and sampled,
-#                an unmerged and a merged LoRA adapter, the project's decoder as CUDA graphs (plain and through
-#                the unmerged adapter) and eagerly, transformers' static (compiled) cache; OUT/decode_arms.json
+#                DECODE_BATCHES (default 64,285) rows of DECODE_PROMPT (2400) tokens: generate sampled, through an
+#                unmerged and a merged LoRA adapter, the project's decoder eagerly and as CUDA graphs (plain,
+#                with transformers' repeated-head attention, and through the unmerged adapter); DECODE_ARMS adds
+#                greedy or static (transformers' compiled static cache); OUT/decode_arms.json
 # STEP+STEP+... runs those steps at once, as processes side by side on the one GPU (the model joined first), e.g.
 # sft-both+eval-base+eval-base-family. The GPU time-slices between processes, so GPU-bound steps gain nothing side
 # by side (session 18: two evaluations beside two trainings generated 200 answers each in 5 minutes, one alone 85 in
@@ -109,8 +110,8 @@ run_step() {  # one step; the loop below runs steps in order, or the parts of a 
       cat "$OUT/sft_speed.txt" ;;
     decode) timeout "${DECODE_LIMIT:-150}" python3 benchmarks/decode_overhead.py --batches 1,64,256 \
         --out "$OUT/decode_overhead.json" ;;
-    decode-arms) timeout "${DECODE_LIMIT:-240}" python3 benchmarks/decode_overhead.py \
-        --arms "${DECODE_ARMS:-greedy,sampled,lora,merged,graph,lora-graph,loop,static}" --batches "${DECODE_BATCHES:-285}" \
+    decode-arms) timeout "${DECODE_LIMIT:-300}" python3 benchmarks/decode_overhead.py \
+        --arms "${DECODE_ARMS:-sampled,lora,merged,loop,graph,graph-repeat,lora-graph}" --batches "${DECODE_BATCHES:-64,285}" \
         --prompt-tokens "${DECODE_PROMPT:-2400}" --steps "${DECODE_STEPS:-48}" --out "$OUT/decode_arms.json" ;;
     unpack)
       mkdir -p runs && for o in plain cuset; do

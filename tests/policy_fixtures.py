@@ -51,6 +51,21 @@ def build_model(out: Path, tokenizer, seed: int = 0):
     return model
 
 
+def chat(text: str) -> tuple[dict[str, str], ...]:
+    """A system and a user message."""
+    return ({"role": "system", "content": "You write CUDA."}, {"role": "user", "content": text})
+
+
+def requests():
+    """Three requests of different prompt lengths (two for one task, different samples)."""
+    from cudaperf.policy import Request
+
+    return [Request(messages=chat("add"), task_id="vec_add", sample=0),
+            Request(messages=chat("Turn the sequential C loop into a CUDA kernel."), task_id="saxpy", sample=1),
+            Request(messages=chat("for (int i = 0; i < n; i++) { y[i] = alpha * x[i] + y[i]; } " * 3),
+                    task_id="saxpy", sample=2)]
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A directory with a random-weight 2-layer Llama and its trained tokenizer (chat template, pad, EOS)."""

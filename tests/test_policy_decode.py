@@ -14,22 +14,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from policy_fixtures import tiny_model_dir  # noqa: E402,F401  (a pytest fixture)
+from policy_fixtures import chat, requests, tiny_model_dir  # noqa: E402,F401  (tiny_model_dir: a pytest fixture)
 
 from cudaperf.policy import PolicyError, Request, SamplingParams  # noqa: E402
 from cudaperf.policy.decode import DecodeUnsupported, RowSampler, check_supported, decode_batch  # noqa: E402
 from cudaperf.policy.hf import HFPolicy, _SeededSampler  # noqa: E402
 
-
-def chat(text: str) -> tuple[dict[str, str], ...]:
-    return ({"role": "system", "content": "You write CUDA."}, {"role": "user", "content": text})
-
-
-REQUESTS = [Request(messages=chat("add"), task_id="vec_add", sample=0),
-            Request(messages=chat("Turn the sequential C loop into a CUDA kernel."), task_id="saxpy", sample=1),
-            Request(messages=chat("for (int i = 0; i < n; i++) { y[i] = alpha * x[i] + y[i]; } " * 3),
-                    task_id="saxpy", sample=2),
-            Request(messages=chat("reduce"), task_id="sum", sample=3)]
+REQUESTS = requests() + [Request(messages=chat("reduce"), task_id="sum", sample=3)]
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +80,12 @@ def test_decode_batch_gives_generates_tokens(tiny_model_dir, model, sampled):
                                       sampler=sampler, graph=True, prefill_rows=prefill_rows)
         assert got.tolist() == want
         assert stats.steps == 24 and stats.rows == 4 and stats.graph == "eager"  # no graph on a CPU
+        assert stats.gqa  # 4 query heads over 2 key heads: the grouped decode attention took the steps
+    with torch.inference_mode():
+        plain, stats = decode_batch(model, ids, mask, max_new=24, budgets=[24] * 4, eos_ids=[10**6], pad_id=0,
+                                    sampler=RowSampler(seeds, 0.9, 0.8, "cpu") if sampled else None, gqa=False)
+    assert plain.tolist() == want and not stats.gqa
+    assert model.config._attn_implementation == "sdpa"  # the model's own again
 
 
 def test_budgets_and_eos_end_rows_and_stop_early(tiny_model_dir, model):
@@ -264,3 +261,65 @@ def test_one_call_with_a_temperature_a_request_answers_as_one_call_a_temperature
             p.generate(REQUESTS, plist[:3])
     finally:
         p.close()
+
+
+def test_decoding_steps_ask_the_host_nothing(tiny_model_dir, model):
+    """What a CUDA graph cannot hold: an op whose result the host must read (``.item()``, ``bool(tensor)``,
+    ``nonzero``, ...). Counted at the dispatcher over whole decode_batch calls of 3 and of 19 tokens, the done-check
+    off: the 16 extra decoding steps (sampled, top-p, the unmerged LoRA of GRPO's live model) add none."""
+    peft = pytest.importorskip("peft")
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    host_reads = {"_local_scalar_dense", "nonzero", "is_nonzero", "masked_select", "unique", "_unique2", "item",
+                  "equal", "allclose"}
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func.__name__.split(".")[0]
+            if name in host_reads:
+                self.seen.append(name)
+            return func(*args, **(kwargs or {}))
+
+    prompts = prompts_of(tiny_model_dir)
+    ids, mask = left_padded(tiny_model_dir, prompts, pad=0)
+    torch.manual_seed(3)
+    lora = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, target_modules="all-linear",
+                                                      init_lora_weights=False)).eval()
+    counts = []
+    for n in (3, 19):
+        with torch.inference_mode(), Count() as c:
+            decode_batch(lora, ids, mask, max_new=n, budgets=[n] * 4, eos_ids=[1], pad_id=0,
+                         sampler=RowSampler([1, 2, 3, 4], 0.7, 0.9, "cpu"), check_every=10**6)
+        counts.append(sorted(c.seen))
+    lora.unload()
+    assert counts[0] == counts[1], counts
+
+
+def test_grouped_decode_attention_is_transformers_attention(model):
+    """gqa_decode_attention against transformers' sdpa and eager attention (which repeat the key heads) on random
+    queries over a cache with masked slots: boolean and additive masks, float32."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.models.llama.modeling_llama import eager_attention_forward
+
+    from cudaperf.policy.decode import gqa_decode_attention
+
+    torch.manual_seed(4)
+    module = model.model.layers[0].self_attn
+    rows, heads, kv, dim, slots = 3, 4, 2, 16, 11
+    q = torch.randn(rows, heads, 1, dim)
+    k, v = torch.randn(rows, kv, slots, dim), torch.randn(rows, kv, slots, dim)
+    allowed = torch.rand(rows, 1, 1, slots) > 0.3
+    allowed[..., 0] = True
+    additive = torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    got, _ = gqa_decode_attention(module, q, k, v, allowed, scaling=dim ** -0.5)
+    want, _ = sdpa_attention_forward(module, q, k, v, allowed, scaling=dim ** -0.5)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    got_add, _ = gqa_decode_attention(module, q, k, v, additive, scaling=dim ** -0.5)
+    want_eager, _ = eager_attention_forward(module, q, k, v, additive, scaling=dim ** -0.5)
+    torch.testing.assert_close(got_add, want_eager, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="one query a row"):
+        gqa_decode_attention(module, torch.randn(rows, heads, 2, dim), k, v, None)

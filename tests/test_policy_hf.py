@@ -13,20 +13,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from policy_fixtures import tiny_model_dir  # noqa: E402,F401  (a pytest fixture)
+from policy_fixtures import requests, tiny_model_dir  # noqa: E402,F401  (tiny_model_dir: a pytest fixture)
 
-from cudaperf.policy import PolicyError, Request, SamplingParams, load_policy  # noqa: E402
+from cudaperf.policy import PolicyError, SamplingParams, load_policy  # noqa: E402
 from cudaperf.policy.hf import HFPolicy  # noqa: E402
 
-
-def chat(text: str) -> tuple[dict[str, str], ...]:
-    return ({"role": "system", "content": "You write CUDA."}, {"role": "user", "content": text})
-
-
-REQUESTS = [Request(messages=chat("add"), task_id="vec_add", sample=0),
-            Request(messages=chat("Turn the sequential C loop into a CUDA kernel."), task_id="saxpy", sample=1),
-            Request(messages=chat("for (int i = 0; i < n; i++) { y[i] = alpha * x[i] + y[i]; } " * 3),
-                    task_id="saxpy", sample=2)]
+REQUESTS = requests()
 
 
 @pytest.fixture(scope="module")

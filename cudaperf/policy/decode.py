@@ -25,6 +25,9 @@ How (:func:`decode_batch`):
   step only reads and writes tensors allocated before the capture, so a replay is the eager step exactly. If the
   capture fails (a model whose forward synchronises with the host), the rest runs eagerly and
   :attr:`DecodeStats.graph` says so; the answers are the same either way.
+* A grouped-query model's decoding steps attend with :func:`gqa_decode_attention` (registered in transformers'
+  ``AttentionInterface`` and named by the model's config for those steps only): the cached keys and values are
+  read once a step instead of being copied once for each query head of their group first.
 * Sampling is :class:`RowSampler`'s: the hf policy's seeded Gumbel-max draw, the step index a device tensor, one
   temperature and top-p a row (so rows of several temperatures share a batch).
 
@@ -192,6 +195,8 @@ class DecodeStats:
     graph: str
     """``replayed`` (a CUDA graph), ``eager`` (asked for no graph, or not on CUDA), or ``failed: REASON`` (the capture
     failed and the steps ran eagerly)."""
+    gqa: bool = False
+    """Whether the decoding steps attended with :func:`gqa_decode_attention`."""
     prefill_s: float = 0.0
     decode_s: float = 0.0
 
@@ -231,6 +236,80 @@ def check_supported(model: Any) -> tuple[str, dict[str, str]]:
     return impl, names
 
 
+DECODE_ATTENTION = "cudaperf_gqa_decode"
+"""The name :func:`gqa_decode_attention` is registered under in transformers' ``AttentionInterface``."""
+
+
+def gqa_decode_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, dropout: float = 0.0,
+                         scaling: float | None = None, **kwargs: Any) -> tuple[Any, None]:
+    """Attention of one new token a row over the cache, for grouped-query models, without repeating the key and
+    value heads: the query heads of a group ([rows, kv heads, group, head dim]) are multiplied with their shared
+    cached keys and values as one batched product, so the cache is read once a step. transformers' own attention
+    first copies every key and value head ``group`` times (``repeat_kv``) once a mask is given, which at a few
+    hundred rows of a few thousand slots is most of a decoding step's memory traffic. ``attention_mask``: [rows, 1,
+    1, slots], booleans (True: attend) or an additive float mask. Softmax in float32, as transformers' eager
+    attention. Returns [rows, 1, heads, head dim], as transformers' attention functions do."""
+    import torch
+
+    rows, heads, q, dim = query.shape
+    kv_heads = key.shape[1]
+    if q != 1 or heads % kv_heads:
+        raise ValueError(f"gqa_decode_attention takes one query a row and heads divisible by the key heads "
+                         f"(got {q} queries, {heads} heads, {kv_heads} key heads)")
+    group = heads // kv_heads
+    scale = scaling if scaling is not None else dim ** -0.5
+    qg = query.reshape(rows, kv_heads, group, dim)
+    scores = torch.matmul(qg, key.transpose(-1, -2)).float() * scale  # [rows, kv heads, group, slots]
+    if attention_mask is not None:
+        mask = attention_mask.reshape(rows, 1, 1, -1)
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        else:
+            scores = scores + mask.float()
+    probs = torch.softmax(scores, dim=-1).to(value.dtype)
+    out = torch.matmul(probs, value)  # [rows, kv heads, group, head dim]
+    return out.reshape(rows, heads, 1, dim).transpose(1, 2).contiguous(), None
+
+
+def _register_decode_attention() -> None:
+    from transformers import AttentionInterface
+
+    if DECODE_ATTENTION not in AttentionInterface._global_mapping:
+        AttentionInterface.register(DECODE_ATTENTION, gqa_decode_attention)
+
+
+class _DecodeAttention:
+    """For the decoding steps of :func:`decode_batch`: the model's configs name :func:`gqa_decode_attention` as
+    their attention implementation, and their own again afterwards (the prefill keeps the model's own)."""
+
+    def __init__(self, model: Any, enabled: bool):
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        self.configs = [c for c in {id(base.config): base.config, id(_text_config(base)): _text_config(base)}.values()]
+        self.enabled = enabled
+        self.saved: list[Any] = []
+        if enabled:
+            _register_decode_attention()
+
+    def __enter__(self) -> "_DecodeAttention":
+        if self.enabled:
+            self.saved = [c._attn_implementation for c in self.configs]
+            for c in self.configs:
+                c._attn_implementation = DECODE_ATTENTION
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.enabled:
+            for c, impl in zip(self.configs, self.saved):
+                c._attn_implementation = impl
+
+
+def _groups(model: Any) -> int:
+    config = _text_config(model.get_base_model() if hasattr(model, "get_base_model") else model)
+    heads = int(getattr(config, "num_attention_heads", 1) or 1)
+    kv = int(getattr(config, "num_key_value_heads", None) or heads)
+    return heads // kv if kv and heads % kv == 0 else 1
+
+
 def _mask(allowed: Any, impl: str, dtype: Any) -> Any:
     """[rows, q, slots] booleans (True: attend) as the attention implementation's 4-D mask."""
     import torch
@@ -243,10 +322,11 @@ def _mask(allowed: Any, impl: str, dtype: Any) -> Any:
 
 def decode_batch(model: Any, input_ids: Any, attention_mask: Any, *, max_new: int, budgets: Sequence[int],
                  eos_ids: Sequence[int], pad_id: int, sampler: RowSampler | None, graph: bool = True,
-                 prefill_rows: int = 16, check_every: int = 16) -> tuple[Any, DecodeStats]:
+                 gqa: bool = True, prefill_rows: int = 16, check_every: int = 16) -> tuple[Any, DecodeStats]:
     """New tokens of every row (an int64 tensor [rows, <= max_new] on the CPU; a done row's later tokens are
     ``pad_id``) and what was done. ``input_ids`` and ``attention_mask`` are left-padded [rows, W] on the model's
-    device; ``budgets`` the rows' own token limits (<= ``max_new``); ``sampler`` None decodes greedily."""
+    device; ``budgets`` the rows' own token limits (<= ``max_new``); ``sampler`` None decodes greedily; ``gqa``:
+    the decoding steps of a grouped-query model attend with :func:`gqa_decode_attention`."""
     import time
 
     import torch
@@ -315,11 +395,14 @@ def decode_batch(model: Any, input_ids: Any, attention_mask: Any, *, max_new: in
     prefill_s = time.perf_counter() - t0
     t0 = time.perf_counter()
 
+    attention = _DecodeAttention(model, gqa and _groups(model) > 1)
+
     def decode_step() -> None:
         pos.add_(1)
         step.add_(1)
         allowed = row_valid & (slots[None, :] <= cache.slot)
-        nxt = choose(forward(tok, _mask(allowed[:, None, :], impl, dtype), pos, 1))
+        with attention:
+            nxt = choose(forward(tok, _mask(allowed[:, None, :], impl, dtype), pos, 1))
         tok.copy_(nxt[:, None])
         cache.slot.add_(1)
 
@@ -357,5 +440,5 @@ def decode_batch(model: Any, input_ids: Any, attention_mask: Any, *, max_new: in
         torch.cuda.synchronize(device)
     decode_s = time.perf_counter() - t0
     result = out[:, :steps_done].cpu()
-    return result, DecodeStats(rows=rows, width=width, steps=steps_done, graph=mode, prefill_s=round(prefill_s, 4),
-                               decode_s=round(decode_s, 4))
+    return result, DecodeStats(rows=rows, width=width, steps=steps_done, graph=mode, gqa=attention.enabled,
+                               prefill_s=round(prefill_s, 4), decode_s=round(decode_s, 4))
