@@ -266,6 +266,7 @@ summarizer = "policy"
 summary_max_new_tokens = 4
 fewshot = false
 reward_preset = "verifiable"
+decoder = "loop"
 [train]
 tasks = "train-easy:2"
 prompts_per_step = 1
@@ -283,12 +284,15 @@ tasks = "small:1"
 samples = 1
 turns = 1
 max_new_tokens = 4
+decoder = "loop"
 ''')
     r = runner.invoke(app, ["train", "--config", str(cfg), "--max-steps", "2", "--compile-only"])
     assert r.exit_code == 0, r.output
     record = json.loads((out / "grpo_run.json").read_text())
     assert record["status"] == "done" and record["global_step"] == 2 and record["group_size"] == 4
     assert record["settings"]["train"]["compile_only"] is True
+    # the rollouts and the evaluation decoded the live LoRA model with the project's decoder
+    assert record["settings"]["rollout"]["decoder"] == "loop" and record["settings"]["eval"]["decoder"] == "loop"
     assert (out / "checkpoints" / "checkpoint-2").is_dir()
     assert _adapter_b_norm(out / "adapter") > 0  # LoRA B starts at zero: the update moved it
     rows = [json.loads(x) for x in (out / "rollouts.jsonl").read_text().splitlines()]
@@ -306,6 +310,8 @@ max_new_tokens = 4
     for row in rows:
         if row["padding"]:
             assert row["reward"] is None and row["turn_return"] is None
+        else:
+            assert row["gen_error"] is None and row["completion"] is not None
     history = record["log_history"]
     assert any("rollout/pruned_fraction" in h for h in history)
     assert any("rewards/turn_return/mean" in h for h in history)
