@@ -30,6 +30,7 @@ EVAL_TASKS_HELP = ("Task set: 'small' (12 held-out C tasks; default), 'test[:c|:
 def register(app: typer.Typer) -> None:
     app.command("eval")(eval_command)
     app.command("report")(report_command)
+    app.command("compare")(compare_command)
     app.command("serve")(serve_command)
 
 
@@ -251,6 +252,35 @@ def report_command(
         _write_and_print(run_dir)
     except (ValueError, OSError) as exc:
         _fail(str(exc))
+
+
+def compare_command(
+    run_dirs: list[Path] = typer.Argument(..., help="Run directories written by cudaperf eval (or holding their "
+                                          "metrics.json); the first is the baseline."),
+    label: Optional[list[str]] = typer.Option(None, "--label", help="A name for each run, in order (default the "
+                                              "directory's name); give one per run."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print a Markdown table (for docs) instead of the "
+                                  "terminal table."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the comparison as JSON to this file."),
+) -> None:
+    """Runs side by side: compile rate, pass@1 and pass@k, speedup@1, fast_1@1, unscored samples, generation speed;
+    the tasks each run solves that the first does not (and the reverse); a warning for every setting or task set
+    that differs from the first run's."""
+    import json
+
+    from cudaperf.eval.compare import compare, print_comparison, to_markdown
+    from cudaperf.eval.report import RunFormatError
+
+    try:
+        cmp = compare(run_dirs, label or None)
+    except (RunFormatError, ValueError, OSError) as exc:
+        _fail(str(exc))
+    if markdown:
+        typer.echo(to_markdown(cmp), nl=False)
+    else:
+        print_comparison(cmp, console)
+    if json_out is not None:
+        json_out.write_text(json.dumps(cmp.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
 
 
 def serve_command(
