@@ -323,3 +323,18 @@ def test_grouped_decode_attention_is_transformers_attention(model):
     torch.testing.assert_close(got_add, want_eager, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="one query a row"):
         gqa_decode_attention(module, torch.randn(rows, heads, 2, dim), k, v, None)
+
+
+@pytest.mark.parametrize("max_new", [1, 2, 3])
+def test_the_shortest_answers(tiny_model_dir, model, max_new):
+    """One to three new tokens (no decoding step, one, two): generate's tokens, one row or several."""
+    prompts = prompts_of(tiny_model_dir)
+    for rows in (prompts[:1], prompts):
+        ids, mask = left_padded(tiny_model_dir, rows, pad=0)
+        want = hf_new_tokens(model, ids, mask, max_new)
+        with torch.inference_mode():
+            got, stats = decode_batch(model, ids, mask, max_new=max_new, budgets=[max_new] * len(rows),
+                                      eos_ids=[10**6], pad_id=0, sampler=None)
+        assert got.tolist() == want and stats.steps == max_new
+    with pytest.raises(ValueError, match="max_new"):
+        decode_batch(model, ids, mask, max_new=0, budgets=[0] * len(prompts), eos_ids=[1], pad_id=0, sampler=None)
