@@ -362,7 +362,8 @@ def test_sft_cuset_end_to_end_with_compile_only_eval(tiny_model, tmp_path, monke
     out = tmp_path / "cuset"
     r = runner.invoke(app, ["sft", "--model", str(tiny_model), "--out", str(out), "--objective", "cuset",
                             "--max-steps", "2", *QUICK, "--compile-only", "--eval-tasks", "small:1",
-                            "--eval-samples", "1", "--eval-turns", "1", "--eval-max-new-tokens", "4"])
+                            "--eval-samples", "1", "--eval-turns", "1", "--eval-max-new-tokens", "4",
+                            "--group-by-length", "--eval-decoder", "loop"])
     assert r.exit_code == 0, r.output
     record = json.loads((out / "sft_run.json").read_text())
     assert record["status"] == "done" and record["global_step"] == 2 and record["objective"] == "cuset"
@@ -381,6 +382,8 @@ def test_sft_cuset_end_to_end_with_compile_only_eval(tiny_model, tmp_path, monke
     assert ev["policy"] == f"hf:{tiny_model}+{out / 'adapter'}"
     header = json.loads((out / "eval" / "run.json").read_text())
     assert header["compile_only"] is True and header["samples"] == 1
+    assert header["settings"]["decoder"] == "loop"  # the adapter's answers came from the project's decoder
+    assert record["train_settings"]["group_by_length"] is True
 
 
 def test_cuset_trainer_marks_only_answer_tokens(tiny_model, dataset, tmp_path):

@@ -216,6 +216,9 @@ def sft_command(
     logging_steps: int = typer.Option(5, "--logging-steps", help="Log the loss every N optimizer steps."),
     gradient_checkpointing: bool = typer.Option(True, "--gradient-checkpointing/--no-gradient-checkpointing",
                                                 help="Trade compute for activation memory."),
+    group_by_length: bool = typer.Option(False, "--group-by-length/--random-order", help="Micro-batches of "
+                                         "examples of similar length (less padding; zero-shot examples vary "
+                                         "most), or a random order (default)."),
     cpu: bool = typer.Option(False, "--cpu", help="Train on the CPU even when a GPU is visible."),
     max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop training after the step that "
                                                 "passes this many minutes (checkpoint and adapter saved; --resume "
@@ -264,6 +267,7 @@ def sft_command(
         train = SFTTrainSettings(objective=objective, epochs=epochs, max_steps=max_steps, learning_rate=lr,
                                  batch_size=batch_size, grad_accum=grad_accum, max_length_tokens=max_length,
                                  lora=lora, qlora=qlora, gradient_checkpointing=gradient_checkpointing,
+                                 group_by_length=group_by_length,
                                  logging_steps=logging_steps, save_steps=save_steps, seed=seed,
                                  device="cpu" if cpu else "auto", max_minutes=max_minutes, cuset=cuset)
         ev = SFTEvalSettings(tasks=eval_tasks, samples=eval_samples, turns=eval_turns, compile_only=compile_only,

@@ -135,6 +135,10 @@ class SFTTrainSettings:
     qlora: bool = False
     """Load the base model in 4-bit NF4 (bitsandbytes, CUDA only) and train the LoRA adapter on it."""
     gradient_checkpointing: bool = True
+    group_by_length: bool = False
+    """Batch examples of similar token lengths together (transformers' ``LengthGroupedSampler``: random mega-batches,
+    sorted within), so that a micro-batch pads less; zero-shot examples range from a few hundred to
+    ``max_length_tokens`` tokens. Off: a random order."""
     logging_steps: int = 5
     save_steps: int = 50
     """A checkpoint every this many optimizer steps (and at the end)."""
@@ -588,6 +592,7 @@ def _make_trainer(lm: Any, tokenizer: Any, exs: ExampleSet, train: SFTTrainSetti
         save_steps=train.save_steps, save_total_limit=train.save_total_limit, seed=train.seed, data_seed=train.seed,
         bf16=bf16, fp16=False, use_cpu=not use_cuda, gradient_checkpointing=train.gradient_checkpointing,
         completion_only_loss=True, report_to="none", shuffle_dataset=False, dataloader_num_workers=0,
+        train_sampling_strategy="group_by_length" if train.group_by_length else "random",
         optim="adamw_torch_fused" if use_cuda else "adamw_torch",
     )
     cuset = train.objective == "cuset"
