@@ -246,6 +246,15 @@ def test_constructed_rollout_through_the_harness(tiny_model, tmp_path):
     assert ctx.evaluator.n_judged == 5
 
 
+def _grpo_curves():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("grpo_curves", REPO / "benchmarks" / "grpo_curves.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _adapter_b_norm(adapter_dir: Path) -> float:
     from safetensors.torch import load_file
 
@@ -317,6 +326,10 @@ decoder = "loop"
     assert any("rewards/turn_return/mean" in h for h in history)
     (ev,) = record["evals"]
     assert ev["step"] == 2 and (out / "evals" / "step-2" / "metrics.json").is_file()
+    # benchmarks/grpo_curves.py reads the run: its steps, the answers judged (rows not padding), the evaluation
+    curves = _grpo_curves().load(out)
+    assert curves["steps"] == 2 and curves["judged"] == sum(not r["padding"] for r in rows)
+    assert [s for s, _ in curves["series"]["reward"]] == [1, 2] and curves["evals"][0][0] == 2
     assert json.loads((out / "evals" / "step-2" / "run.json").read_text())["compile_only"] is True
     # the same directory again without --resume is refused; with it, training goes on from checkpoint-2
     again = runner.invoke(app, ["train", "--config", str(cfg), "--max-steps", "2", "--compile-only"])
