@@ -86,7 +86,7 @@ def eval_command(
     static_cache: bool = typer.Option(False, "--static-cache", help="Local models: decode with a static KV cache, "
                                       "which transformers compiles on a GPU (CUDA graphs); prompts padded to "
                                       "buckets of 256 tokens, batches filled. Each new shape costs a compilation."),
-    decoder: str = typer.Option("hf", "--decoder", help="Local models: how answers are decoded: 'hf' (transformers' generate), 'loop' (the project's static-cache loop), 'graph' (the loop with each decoding step replayed as a CUDA graph on a GPU; docs/BENCHMARKS.md has its speed). The same answers either way."),
+    decoder: str = typer.Option("hf", "--decoder", help="Local models: how answers are decoded: 'hf' (transformers' generate), 'loop' (the project's static-cache loop), 'graph' (the loop with each decoding step replayed as a CUDA graph on a GPU; benchmarks/decode_overhead.py --arms times them). The same answers either way."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N tasks of the set."),
     task_ids: Optional[str] = typer.Option(None, "--task-ids", help="Comma-separated task ids of the set."),
     compile_only: bool = typer.Option(False, "--compile-only", help="No GPU: static checks and nvcc only "

@@ -240,7 +240,7 @@ def sft_command(
     eval_limit: Optional[int] = typer.Option(None, "--eval-limit", help="Only the first N tasks of the set."),
     eval_max_new_tokens: int = typer.Option(1536, "--eval-max-new-tokens", help="New tokens per answer."),
     eval_batch_size: int = typer.Option(64, "--eval-batch-size", help="Prompts per generate call."),
-    eval_decoder: str = typer.Option("hf", "--eval-decoder", help="How answers are decoded: 'hf' (transformers' generate), 'loop' (the project's static-cache loop), 'graph' (the loop with each decoding step replayed as a CUDA graph on a GPU; docs/BENCHMARKS.md has its speed). The same answers either way."),
+    eval_decoder: str = typer.Option("hf", "--eval-decoder", help="How answers are decoded: 'hf' (transformers' generate), 'loop' (the project's static-cache loop), 'graph' (the loop with each decoding step replayed as a CUDA graph on a GPU; benchmarks/decode_overhead.py --arms times them). The same answers either way."),
     eval_out: Optional[Path] = typer.Option(None, "--eval-out", help="The evaluation's run directory (default "
                                             "OUT/eval; the same directory resumes it)."),
     compile_only: bool = typer.Option(False, "--compile-only", help="Evaluation without a GPU: static checks and "
