@@ -421,7 +421,9 @@ def decode_batch(model: Any, input_ids: Any, attention_mask: Any, *, max_new: in
         remaining -= 2
         g = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(g):
+            # thread_local: CUDA calls of other threads of the process (a harness thread, a server's) neither
+            # break the capture nor are refused while it lasts
+            with torch.cuda.graph(g, capture_error_mode="thread_local"):
                 decode_step()
             mode = "replayed"
         except Exception as e:  # capture refused (a host synchronisation inside the forward): go on eagerly
@@ -440,5 +442,7 @@ def decode_batch(model: Any, input_ids: Any, attention_mask: Any, *, max_new: in
         torch.cuda.synchronize(device)
     decode_s = time.perf_counter() - t0
     result = out[:, :steps_done].cpu()
+    if mode == "replayed":
+        del g  # the graph's private memory pool goes with it
     return result, DecodeStats(rows=rows, width=width, steps=steps_done, graph=mode, gqa=attention.enabled,
                                prefill_s=round(prefill_s, 4), decode_s=round(decode_s, 4))
