@@ -112,6 +112,9 @@ def eval_command(
                                            "(adaptive repetitions stop past it or once cv < 2 %)."),
     max_reps: int = typer.Option(30, "--max-reps", help="Timed calls per correct candidate at most (at least 5, the "
                                  "paper's; the dataset's measurement takes up to 100)."),
+    prebuild: bool = typer.Option(True, "--prebuild/--no-prebuild", help="Compile each chunk's answers (C "
+                                  "function tasks) while the policy writes the next chunk, so that judging finds "
+                                  "them built; the same verdicts either way."),
     overlap_runs: bool = typer.Option(True, "--overlap-runs/--no-overlap-runs", help="Start each C candidate "
                                       "beside the previous one's exit (its timing still waits for that process to "
                                       "be gone; a run that overlapped and crashed, hung or failed a CUDA call is "
@@ -169,7 +172,8 @@ def eval_command(
                               ranker=str(ranker) if ranker else None, target_speedup=target_speedup,
                               max_minutes=max_minutes, chunk=max(batch_size, concurrency), strategy=strategy,
                               evolve_margin=evolve_margin, spec_turn=spec_turn,
-                              staged_feedback={"auto": None, "on": True, "off": False}[staged_feedback])
+                              staged_feedback={"auto": None, "on": True, "off": False}[staged_feedback],
+                              prebuild=prebuild)
     except ValueError as exc:
         _fail(str(exc))
     from cudaperf.policy.spec import load_policy
@@ -213,6 +217,7 @@ def eval_command(
                                                 "executor": ex.name, "concurrency": concurrency,
                                                 "batch_size": batch_size, "context_tokens": context_tokens,
                                                 "static_cache": static_cache, "decoder": decoder,
+                                                "prebuild": prebuild,
                                                 "summarizer": summarizer,
                                                 "fewshot": fewshot, "timing_budget_ms": timing_budget_ms,
                                                 "max_reps": max_reps, "overlap_runs": overlap_runs,
@@ -225,6 +230,9 @@ def eval_command(
     console.print(f"{summary.n_turns_recorded} turns recorded in {out} ({summary.n_turns_new} new; "
                   f"{summary.n_generated} answers generated in {summary.generate_wall_s:.0f} s, "
                   f"{summary.n_judged} judged in {summary.judge_wall_s:.0f} s)")
+    if summary.prebuilt and summary.prebuilt["built"]:
+        console.print(f"prebuilt while the policy wrote: {summary.prebuilt['built']} answers compiled ahead of "
+                      f"their judging ({summary.prebuilt['faults']} prebuild faults, rebuilt when judged)")
     if summary.stops:
         console.print("stops: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.stops.items())))
     if report:

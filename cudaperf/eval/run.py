@@ -112,6 +112,9 @@ class CachingPolicy:
             self.cache.setdefault(row["key"], Generation.from_dict(row["generation"]))
         self.n_asked = 0
         self.ask_wall_s = 0.0
+        self.on_answers: Callable[[Sequence[Request], Sequence[Generation]], None] | None = None
+        """Called with each chunk's newly answered requests and their answers, as they are recorded (the
+        prebuilder compiles them while the next chunk is written)."""
 
     @property
     def context_tokens(self) -> int | None:
@@ -137,6 +140,7 @@ class CachingPolicy:
             gens = self.inner.generate(part, params)
             self.ask_wall_s += time.monotonic() - t0
             self.n_asked += len(part)
+            answered = []
             for r, g in zip(part, gens):
                 if g.error is not None:
                     failed[r.key] = g
@@ -145,6 +149,9 @@ class CachingPolicy:
                                   "purpose": r.purpose, "generation": g.to_dict(),
                                   "prompt": [dict(m) for m in r.messages]})
                 self.cache[r.key] = g
+                answered.append((r, g))
+            if self.on_answers is not None and answered:
+                self.on_answers([r for r, _ in answered], [g for _, g in answered])
         return [self.cache.get(r.key) or failed[r.key] for r in requests]
 
     def close(self) -> None:
@@ -176,6 +183,10 @@ class EvalOptions:
     """Text tasks: a spec turn before the kernel turns (not counted in ``turns``)."""
     staged_feedback: bool | None = None
     """Progressive-validation stages in the feedback: None for text tasks only, True / False for every task."""
+    prebuild: bool = True
+    """Compile each chunk's answers while the policy writes the next chunk (:mod:`cudaperf.harness.prebuild`; the
+    local and compile-only executors, c_function tasks); the judging then finds their builds in the cache. The same
+    verdicts either way."""
 
     def __post_init__(self) -> None:
         if self.strategy not in ("refine", "evolve"):
@@ -201,6 +212,8 @@ class RunSummary:
     judge_wall_s: float
     wall_s: float
     stops: dict[str, int]
+    prebuilt: dict[str, int] | None = None
+    """The prebuilder's counts (:meth:`cudaperf.harness.prebuild.Prebuilder.stats`); None when it did not run."""
 
 
 def _header(policy: Policy, ts: TaskSet, o: EvalOptions, settings: Mapping[str, Any]) -> RunHeader:
@@ -289,6 +302,25 @@ def run_eval(policy: Policy, ts: TaskSet, run_dir: str | Path, options: EvalOpti
         max_new_tokens=o.sampling.max_new_tokens, task_meta=ts.meta,
         recorded={(tid, f"s{s}-t{t}") for (tid, s, t) in recorded})
     envs = [RefineEnv(ctx, task, sample) for task in ts.tasks for sample in range(o.samples)]
+    prebuilder = None
+    if o.prebuild and evaluator.executor.name in ("local", "compile-only"):
+        from cudaperf.harness.prebuild import Prebuilder
+
+        prebuilder = Prebuilder(evaluator.tasks, harness_settings)
+        cached.on_answers = lambda reqs, gens: prebuilder.submit(
+            [(r.task_id, g.text) for r, g in zip(reqs, gens) if r.purpose == "candidate"])
+    try:
+        return _run_turns(run_dir, o, ts, cached, envs, recorded, spec_done, turns_out, evaluator, progress,
+                          t_start, prebuilder)
+    finally:
+        cached.on_answers = None
+        if prebuilder is not None:
+            prebuilder.close()
+
+
+def _run_turns(run_dir, o, ts, cached, envs, recorded, spec_done, turns_out, evaluator, progress, t_start,
+               prebuilder) -> RunSummary:
+    """run_eval's loop: the spec turn of text tasks, then the refinement turns (see :func:`run_eval`)."""
     n_new = 0
     n_answers = 0
     deadline = t_start + 60 * o.max_minutes if o.max_minutes is not None else None
@@ -331,6 +363,8 @@ def run_eval(policy: Policy, ts: TaskSet, run_dir: str | Path, options: EvalOpti
         if progress:
             progress("generated", n_answers, -1)
         over = deadline is not None and time.monotonic() > deadline
+        if prebuilder is not None:
+            prebuilder.wait()  # no nvcc beside the judging's timing windows
         results = step_batch(active, gens) if active else []
         if progress:
             progress("judged", n_answers, -1)
@@ -357,7 +391,8 @@ def run_eval(policy: Policy, ts: TaskSet, run_dir: str | Path, options: EvalOpti
     return RunSummary(run_dir=run_dir, n_trajectories=len(envs), n_turns_recorded=len(recorded) + len(spec_done),
                       n_turns_new=n_new, n_generated=cached.n_asked, generate_wall_s=cached.ask_wall_s,
                       n_judged=evaluator.n_judged, judge_wall_s=evaluator.judge_wall_s,
-                      wall_s=time.monotonic() - t_start, stops=stops)
+                      wall_s=time.monotonic() - t_start, stops=stops,
+                      prebuilt=prebuilder.stats() if prebuilder is not None else None)
 
 
 def load_turns(run_dir: str | Path) -> list[TurnRecord]:
