@@ -105,7 +105,8 @@ def check_model_dir(model_dir: str | Path) -> Path:
     return path
 
 
-_Work = tuple  # (index of the request, prompt ids, token budget, seed, its SamplingParams)
+_Work = tuple[int, list[int], int, int, SamplingParams]
+"""One request's work: its index in the call, its prompt ids, its token budget, its seed, its SamplingParams."""
 
 
 class _SeededSampler:
