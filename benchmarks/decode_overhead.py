@@ -28,6 +28,8 @@ for test:c average about 2,400 at ``--context-tokens 4096``), one row per arm, s
   row says whether the capture took), attending with ``gqa_decode_attention`` (the cache read once a step);
 * ``graph-repeat``: ``graph`` with transformers' own attention, which copies the key and value heads for each
   query head of their group first;
+* ``graph-greedy``: ``graph`` without the sampler (what the seeded draw, a sort of every row's vocabulary in float64
+  each step, costs beside it);
 * ``lora-graph``: ``graph`` through the unmerged LoRA adapter (GRPO's live model generates so).
 
 Every arm is timed twice with the same shapes: ``first_s`` is the first call's wall (warm-up, compilation), the
@@ -40,7 +42,8 @@ import argparse
 import json
 import time
 
-ARMS = ("greedy", "sampled", "lora", "merged", "static", "loop", "graph", "graph-repeat", "lora-graph")
+ARMS = ("greedy", "sampled", "lora", "merged", "static", "loop", "graph", "graph-repeat", "graph-greedy",
+        "lora-graph")
 
 
 def step_ms(model, batch: int, steps: int, device: str) -> float:
@@ -94,7 +97,8 @@ def _decoder_row(model, ids, mask, steps: int, device: str, seeds, graph: bool, 
         t = time.perf_counter()
         with torch.inference_mode():
             _, stats = decode_batch(model, ids, mask, max_new=steps + 1, budgets=[steps + 1] * ids.shape[0],
-                                    eos_ids=[-1], pad_id=0, sampler=RowSampler(seeds, 0.7, 0.9, ids.device),
+                                    eos_ids=[-1], pad_id=0,
+                                    sampler=None if seeds is None else RowSampler(seeds, 0.7, 0.9, ids.device),
                                     graph=graph, gqa=gqa)
         return time.perf_counter() - t, stats
 
@@ -139,8 +143,9 @@ def arm_rows(cfg, arms: list[str], batches: list[int], prompt_tokens: int, steps
             static = arm == "static"
             row = {"arm": arm, "batch": b, "prompt_tokens": prompt_tokens, "steps": steps, "device": device}
             try:
-                if arm in ("loop", "graph", "graph-repeat", "lora-graph"):
-                    row.update(_decoder_row(model, ids, mask, steps, device, seeds, graph=arm != "loop",
+                if arm in ("loop", "graph", "graph-repeat", "graph-greedy", "lora-graph"):
+                    row.update(_decoder_row(model, ids, mask, steps, device,
+                                            None if arm == "graph-greedy" else seeds, graph=arm != "loop",
                                             gqa=arm != "graph-repeat"))
                     _keep(rows, row, out)
                     continue

@@ -46,7 +46,7 @@
 #   decode-arms  benchmarks/decode_overhead.py --arms (random weights, no model file needed): a decoding step at
 #                DECODE_BATCHES (default 64,285) rows of DECODE_PROMPT (2400) tokens: generate sampled, through an
 #                unmerged and a merged LoRA adapter, the project's decoder eagerly and as CUDA graphs (plain,
-#                with transformers' repeated-head attention, and through the unmerged adapter); DECODE_ARMS adds
+#                with transformers' repeated-head attention, greedy, and through the unmerged adapter); DECODE_ARMS adds
 #                greedy or static (transformers' compiled static cache); OUT/decode_arms.json
 # STEP+STEP+... runs those steps at once, as processes side by side on the one GPU (the model joined first), e.g.
 # sft-both+eval-base+eval-base-family. The GPU time-slices between processes, so GPU-bound steps gain nothing side
@@ -111,7 +111,7 @@ run_step() {  # one step; the loop below runs steps in order, or the parts of a 
     decode) timeout "${DECODE_LIMIT:-150}" python3 benchmarks/decode_overhead.py --batches 1,64,256 \
         --out "$OUT/decode_overhead.json" ;;
     decode-arms) timeout "${DECODE_LIMIT:-300}" python3 benchmarks/decode_overhead.py \
-        --arms "${DECODE_ARMS:-sampled,lora,merged,loop,graph,graph-repeat,lora-graph}" --batches "${DECODE_BATCHES:-64,285}" \
+        --arms "${DECODE_ARMS:-sampled,lora,merged,loop,graph,graph-repeat,graph-greedy,lora-graph}" --batches "${DECODE_BATCHES:-64,285}" \
         --prompt-tokens "${DECODE_PROMPT:-2400}" --steps "${DECODE_STEPS:-48}" --out "$OUT/decode_arms.json" ;;
     unpack)
       mkdir -p runs && for o in plain cuset; do

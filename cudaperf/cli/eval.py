@@ -225,8 +225,13 @@ def eval_command(
         except (RunDirError, StoreMismatchError, ExecutorError) as exc:
             _fail(str(exc))
         finally:
+            fallback = getattr(pol, "decoder_fallback", None)
             pol.close()
             ex.close()
+    if fallback:  # --decoder loop/graph could not be used: said again where the run's summary is read
+        from rich.markup import escape
+
+        console.print(f"[yellow]warning:[/] {escape(fallback)}", highlight=False)
     console.print(f"{summary.n_turns_recorded} turns recorded in {out} ({summary.n_turns_new} new; "
                   f"{summary.n_generated} answers generated in {summary.generate_wall_s:.0f} s, "
                   f"{summary.n_judged} judged in {summary.judge_wall_s:.0f} s)")
