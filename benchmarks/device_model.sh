@@ -34,4 +34,5 @@ join_gguf() {
 check_versions() {
   python3 -c 'import torch, transformers, trl, peft, datasets, accelerate; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""); print("transformers", transformers.__version__, "trl", trl.__version__, "peft", peft.__version__, "datasets", datasets.__version__, "accelerate", accelerate.__version__)'
   python3 -c 'import tensorboard; print("tensorboard", tensorboard.__version__)' || echo "no tensorboard"
+  python3 -m cudaperf doctor --decoder  # the harness's tools, and --decoder graph on this GPU
 }

@@ -31,6 +31,8 @@
 #   eval-base-family, eval-plain-family, eval-cuset-family
 #                the same on EVAL_FAMILY_TASKS (default test-family:c, the families held out of training) into
 #                runs/eval-...-family
+#   compare      cudaperf compare of the evaluations there are (base, plain, CuSeT), by task and by family, as
+#                Markdown into OUT/compare-task.md and OUT/compare-family.md (issue 23's table)
 #   unpack       the adapters back from .device/adapters/adapter-*.tgz.* (carry that folder) for an eval on a new
 #                machine
 #   genprobe     benchmarks/generation_probe.py on the base model: seconds per batch of 16, 64, 128 answers
@@ -113,6 +115,15 @@ run_step() {  # one step; the loop below runs steps in order, or the parts of a 
     decode-arms) timeout "${DECODE_LIMIT:-300}" python3 benchmarks/decode_overhead.py \
         --arms "${DECODE_ARMS:-sampled,lora,merged,loop,graph,graph-repeat,graph-greedy,lora-graph}" --batches "${DECODE_BATCHES:-64,285}" \
         --prompt-tokens "${DECODE_PROMPT:-2400}" --steps "${DECODE_STEPS:-48}" --out "$OUT/decode_arms.json" ;;
+    compare)
+      for split in "" -family; do
+        local dirs="" labels=""
+        for run in eval-base eval-sft-plain eval-sft-cuset; do
+          [ -d "runs/$run$split" ] && dirs="$dirs runs/$run$split" && labels="$labels --label ${run#eval-}"
+        done
+        [ -n "$dirs" ] && python3 -m cudaperf compare $dirs $labels --markdown --json "$OUT/compare${split:--task}.json" \
+          | tee "$OUT/compare${split:--task}.md"
+      done ;;
     unpack)
       mkdir -p runs && for o in plain cuset; do
         ls .device/adapters/adapter-$o.tgz.* > /dev/null 2>&1 && cat .device/adapters/adapter-$o.tgz.* | tar xzf - -C runs

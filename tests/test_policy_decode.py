@@ -338,3 +338,17 @@ def test_the_shortest_answers(tiny_model_dir, model, max_new):
         assert got.tolist() == want and stats.steps == max_new
     with pytest.raises(ValueError, match="max_new"):
         decode_batch(model, ids, mask, max_new=0, budgets=[0] * len(prompts), eos_ids=[1], pad_id=0, sampler=None)
+
+
+def test_doctor_checks_the_decoder():
+    """``cudaperf doctor --decoder``: on this machine (no GPU) the loop on the CPU against its eager twin and
+    generate, every token the same; the check itself, on a GPU, is tests/gpu/test_gpu_policy.py's."""
+    from typer.testing import CliRunner
+
+    from cudaperf.cli import app
+    from cudaperf.policy.decode import self_check
+
+    ok, detail = self_check("cpu", steps=12)
+    assert ok and "the same as the eager loop: yes; as generate: 48 of 48 tokens" in detail
+    r = CliRunner().invoke(app, ["doctor", "--decoder"])
+    assert r.exit_code == 0 and "decoder (" in r.output and "eager loop: yes" in " ".join(r.output.split())

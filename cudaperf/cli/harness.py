@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -290,7 +291,12 @@ def features(
         console.print(f"[yellow]{out['parse_errors']} parse error(s): values read from what parsed[/]")
 
 
-def doctor() -> None:
+def doctor(
+    decoder: bool = typer.Option(False, "--decoder", help="Also check the local-model decoder (cudaperf eval "
+                                 "--decoder graph): a random-weight model decoded with its steps replayed as a CUDA "
+                                 "graph on the first GPU (on the CPU without one), against the same steps run "
+                                 "eagerly and against transformers' generate. Needs the eval extra."),
+) -> None:
     """Check nvcc, gcc, CUPTI, the sandbox and the GPUs; say plainly what is missing."""
     from cudaperf.harness import compile as comp
     from cudaperf.harness.environment import gpu_inventory
@@ -330,6 +336,15 @@ def doctor() -> None:
     for idx, name, drv, total, free in inv:
         row(f"GPU {idx}", True, f"{name}, driver {drv}, {free} MiB free of {total} MiB")
     row("arch", True, comp.default_arch())
+    if decoder:
+        try:
+            from cudaperf.policy.decode import self_check
+        except ImportError as exc:
+            row("decoder", False, f"{exc}: pip install -e '.[eval]'")
+        else:
+            where = "cuda" if inv else "cpu"
+            ok, detail = self_check(where)
+            row(f"decoder ({where})", ok, escape(detail))
     console.print(table)
     if problems:
         console.print(f"{problems} problem(s) found.")

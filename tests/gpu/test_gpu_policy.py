@@ -73,3 +73,12 @@ def test_graph_decoder_replays_and_answers_as_generate(tiny_model_dir):
     finally:
         loop16.close()
         graph16.close()
+
+
+def test_decoder_self_check_replays_on_the_gpu():
+    """cudaperf doctor --decoder's check on the GPU: the graph replayed, its tokens those of the eager loop."""
+    from cudaperf.policy.decode import self_check
+
+    ok, detail = self_check("cuda")
+    assert ok, detail
+    assert detail.startswith("graph replayed")
