@@ -55,3 +55,32 @@ def test_what_is_not_built(tmp_path):
         assert n == 2 and pb.stats() == {"submitted": 2, "built": 0, "stopped": 2, "faults": 0}
     finally:
         pb.close()
+
+
+def test_hostile_candidates_the_build_stops_keep_their_verdicts_when_prebuilt(tmp_path, monkeypatch):
+    """The adversarial suite's 16 C-function candidates that the build stops (a patched timer, weak or reserved
+    symbols, init sections, ifunc resolvers, host threads, OpenMP, a second main): prebuilt into a fresh build
+    cache, then judged by the real evaluate(): each judged build is the prebuilt one (a cache hit), and each
+    verdict is the manifest's, its reason included. A head start credits nothing the build would stop."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "adversarial_table", Path(__file__).resolve().parents[1] / "benchmarks" / "adversarial_table.py")
+    suite = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(suite)
+    monkeypatch.setenv("CUDAPERF_CACHE", str(tmp_path / "cache"))
+    entries = [e for e in suite.load_manifest() if e["task_kind"] == "c_function" and e["decided"] == "compile"]
+    assert len(entries) >= 16
+    settings = suite.harness_settings(gpu=False)
+    pb = Prebuilder({suite.task_of(e).id: suite.task_of(e) for e in entries}, settings, workers=2)
+    try:
+        pb.submit([(suite.task_of(e).id, suite.completion(e)) for e in entries])
+        pb.wait()
+        assert pb.stats() == {"submitted": len(entries), "built": len(entries), "stopped": 0, "faults": 0}
+    finally:
+        pb.close()
+    for e in entries:
+        r = suite.evaluate_entry(e, settings=settings)
+        assert r.compile is not None and r.compile.cached, e["file"]
+        assert suite.matches(e["expect"], r, suite.reason_for(e)), (e["file"], suite.observed(r), r.failure)
