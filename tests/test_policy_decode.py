@@ -35,7 +35,7 @@ def model(tiny_model_dir):
     return AutoModelForCausalLM.from_config(config).eval()
 
 
-def left_padded(tiny_model_dir, prompts: list[list[int]], pad: int):
+def left_padded(prompts: list[list[int]], pad: int):
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), pad, dtype=torch.long)
     mask = torch.zeros_like(ids)
@@ -70,7 +70,7 @@ def test_decode_batch_gives_generates_tokens(tiny_model_dir, model, sampled):
     """Ragged left-padded prompts, 24 tokens, no EOS: token for token what generate decodes (greedy, and with the
     seeded sampler at one temperature), whatever the prefill's row chunks."""
     prompts = prompts_of(tiny_model_dir)
-    ids, mask = left_padded(tiny_model_dir, prompts, pad=0)
+    ids, mask = left_padded(prompts, pad=0)
     seeds = [11, 12, 13, 14]
     want = hf_new_tokens(model, ids, mask, 24, (seeds, 0.9, 0.8) if sampled else None)
     for prefill_rows in (1, 3, 16):
@@ -92,7 +92,7 @@ def test_budgets_and_eos_end_rows_and_stop_early(tiny_model_dir, model):
     """A row ends at its budget or at its EOS (then it is fed padding); when all rows have ended the loop stops at
     the next check. The EOS chosen is the token greedy decoding puts third in row 0."""
     prompts = prompts_of(tiny_model_dir)
-    ids, mask = left_padded(tiny_model_dir, prompts, pad=0)
+    ids, mask = left_padded(prompts, pad=0)
     free = hf_new_tokens(model, ids, mask, 40)
     eos = free[0][2]
     with torch.inference_mode():
@@ -113,14 +113,14 @@ def test_budgets_and_eos_end_rows_and_stop_early(tiny_model_dir, model):
 def test_rows_of_different_temperatures_share_a_batch(tiny_model_dir, model):
     """Each row samples as it would alone at its own temperature and top-p (greedy at 0)."""
     prompts = prompts_of(tiny_model_dir)
-    ids, mask = left_padded(tiny_model_dir, prompts, pad=0)
+    ids, mask = left_padded(prompts, pad=0)
     temps, tops, seeds = [0.0, 0.7, 1.2, 0.7], [1.0, 0.9, 1.0, 0.5], [5, 6, 7, 8]
     with torch.inference_mode():
         mixed, _ = decode_batch(model, ids, mask, max_new=16, budgets=[16] * 4, eos_ids=[10**6], pad_id=0,
                                 sampler=RowSampler(seeds, temps, tops, "cpu"))
     for r in range(4):
         sampler = None if temps[r] == 0 else RowSampler([seeds[r]], temps[r], tops[r], "cpu")
-        r_ids, r_mask = left_padded(tiny_model_dir, [prompts[r]], pad=0)
+        r_ids, r_mask = left_padded([prompts[r]], pad=0)
         with torch.inference_mode():
             alone, _ = decode_batch(model, r_ids, r_mask, max_new=16, budgets=[16], eos_ids=[10**6], pad_id=0,
                                     sampler=sampler)
@@ -192,7 +192,7 @@ def test_eager_attention_masks_give_the_same_tokens(tiny_model_dir):
 
     prompts = prompts_of(tiny_model_dir)
     eager = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation="eager").eval()
-    ids, mask = left_padded(tiny_model_dir, prompts, pad=0)
+    ids, mask = left_padded(prompts, pad=0)
     want = hf_new_tokens(eager, ids, mask, 16)
     with torch.inference_mode():
         got, _ = decode_batch(eager, ids, mask, max_new=16, budgets=[16] * 4, eos_ids=[10**6], pad_id=0, sampler=None)
@@ -285,7 +285,7 @@ def test_decoding_steps_ask_the_host_nothing(tiny_model_dir, model):
             return func(*args, **(kwargs or {}))
 
     prompts = prompts_of(tiny_model_dir)
-    ids, mask = left_padded(tiny_model_dir, prompts, pad=0)
+    ids, mask = left_padded(prompts, pad=0)
     torch.manual_seed(3)
     lora = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, target_modules="all-linear",
                                                       init_lora_weights=False)).eval()
@@ -330,7 +330,7 @@ def test_the_shortest_answers(tiny_model_dir, model, max_new):
     """One to three new tokens (no decoding step, one, two): generate's tokens, one row or several."""
     prompts = prompts_of(tiny_model_dir)
     for rows in (prompts[:1], prompts):
-        ids, mask = left_padded(tiny_model_dir, rows, pad=0)
+        ids, mask = left_padded(rows, pad=0)
         want = hf_new_tokens(model, ids, mask, max_new)
         with torch.inference_mode():
             got, stats = decode_batch(model, ids, mask, max_new=max_new, budgets=[max_new] * len(rows),

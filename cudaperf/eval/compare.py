@@ -153,8 +153,8 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def _speed(r: RunRow) -> str:
-    return "no correct sample" if r.speedup_at_1 is None else f"{r.speedup_at_1:.3g}x ({r.speedup_tasks_at_1})"
+def _speed(r: RunRow, none: str = "no correct sample") -> str:
+    return none if r.speedup_at_1 is None else f"{r.speedup_at_1:.3g}x ({r.speedup_tasks_at_1})"
 
 
 def _num(x: float | None, fmt: str = ".1f") -> str:
@@ -206,9 +206,8 @@ def print_comparison(cmp: Comparison, console=None) -> None:
     for h in ["tasks", "n", "compile", *(f"pass@{k}" for k in cmp.ks), "speedup@1", "fast_1@1"]:
         table.add_column(h, justify="right", no_wrap=True)
     for r in cmp.rows:
-        speed = "-" if r.speedup_at_1 is None else f"{r.speedup_at_1:.3g}x ({r.speedup_tasks_at_1})"
         table.add_row(escape(r.label), str(r.tasks), str(r.counted_samples), _pct(r.compile_rate),
-                      *(_pct(r.pass_at.get(k)) for k in cmp.ks), speed, _pct(r.fast_1_at_1))
+                      *(_pct(r.pass_at.get(k)) for k in cmp.ks), _speed(r, "-"), _pct(r.fast_1_at_1))
     console.print(table)
     for r in cmp.rows:
         console.print(f"{escape(r.label)}: {escape(r.policy)} on {escape(r.tasks_spec)} ({r.samples} samples x "

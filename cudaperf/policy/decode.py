@@ -5,8 +5,8 @@ Why: a decoding step of a small model (the embedded 135M one) costs about 80 ms 
 because the eager forward launches about a thousand small kernels from Python, one at a time
 (``benchmarks/decode_overhead.py``); answers of 1,024 to 1,536 tokens then take minutes a batch, which is most of an
 evaluation's and of a GRPO step's time. A CUDA graph launches the whole step at once. transformers' own route to the
-same end (its static cache with ``torch.compile``) compiles anew for each cache length, a minute or more each time,
-and its internals change between releases; this module only calls the model's ``forward``.
+same end (its static cache with ``torch.compile``) compiles anew for each cache length (what that costs on the H200
+is not measured yet), and its internals change between releases; this module only calls the model's ``forward``.
 
 How (:func:`decode_batch`):
 
@@ -35,8 +35,8 @@ What it supports: decoder-only models whose attention calls ``cache.update(keys,
 accepts a prepared 4-D mask (transformers' ``sdpa`` and ``eager`` attention: Llama, Qwen2/3, Mistral without a
 sliding window, ...). A model with sliding-window or other non-global layers, or another attention implementation,
 is refused with :class:`DecodeUnsupported` before anything runs, and the caller uses ``generate`` instead.
-Tested against ``generate`` token for token on the CPU (``tests/test_policy_decode.py``); the graph on a GPU by
-``tests/gpu/test_gpu_policy.py``.
+Tested against ``generate`` token for token on the CPU (``tests/test_policy_decode.py``); the graph's test on a GPU
+(``tests/gpu/test_gpu_policy.py``) is written and has not run yet.
 """
 
 from __future__ import annotations
@@ -284,7 +284,8 @@ class _DecodeAttention:
 
     def __init__(self, model: Any, enabled: bool):
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        self.configs = [c for c in {id(base.config): base.config, id(_text_config(base)): _text_config(base)}.values()]
+        text = _text_config(base)
+        self.configs = [base.config] if text is base.config else [base.config, text]
         self.enabled = enabled
         self.saved: list[Any] = []
         if enabled:
