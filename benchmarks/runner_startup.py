@@ -2,15 +2,18 @@
 run plainly, under the sandbox with all its protections, and under the sandbox with one protection switched off at
 a time; and, for comparison, a child forked from a process that has already imported torch (what a zygote would
 save), plainly and in the sandbox (``sandbox_forked``: the sandboxed process imports torch, then forks; the
-child's figures).
+child's figures); and the sandboxed run forked from the harness's zygote (``sandbox_zygote``,
+:mod:`cudaperf.harness.zygote`: torch imported once, outside the run, every protection in force; the zygote's own
+start, its ``zygote_preload_s``, is not counted: it is paid once per harness process).
 
-    python benchmarks/runner_startup.py --out DIR [--repeats 3]
+    python benchmarks/runner_startup.py --out DIR [--repeats 3] [--arms A,B,...] [--cpu]
 
 Per arm and repeat: the wall time from launch to the end of the child (``wall_s``), and as the child measures them
 from its own start, torch's import (``import_s``), the CUDA context (``cuda_s``: ``torch.cuda.init`` and a first
 tensor on the GPU), a first kernel (``kernel_s``) and
 the profiler's first session on one op (``profiler_s``, as the runner's probe). Arms alternate over the repeats. Written to
-``DIR/summary.json``. Needs a CUDA build of PyTorch (run it on the GPU machine).
+``DIR/summary.json``. Needs a CUDA build of PyTorch (run it on the GPU machine); ``--cpu`` times torch's import
+alone, where there is no GPU.
 """
 
 from __future__ import annotations
@@ -46,6 +49,13 @@ prof.events()
 t4 = time.perf_counter()
 """
 
+# --cpu (a machine without a GPU): torch's import alone.
+CPU_MEASURE = """
+t2 = t3 = t4 = time.perf_counter()
+"""
+if "--cpu" in sys.argv:
+    MEASURE = CPU_MEASURE
+
 CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
@@ -73,7 +83,7 @@ os.waitpid(pid, 0)
 print(data.decode())
 """
 
-SANDBOX_ARMS = {"sandbox_forked": "", "sandbox": "", "sandbox_no_seccomp": "-seccomp", "sandbox_no_private_root": "-private_root",
+SANDBOX_ARMS = {"sandbox_zygote": "", "sandbox_forked": "", "sandbox": "", "sandbox_no_seccomp": "-seccomp", "sandbox_no_private_root": "-private_root",
                 "sandbox_no_per_run_uid": "-per_run_uid", "sandbox_no_memory_cgroup": "-memory_cgroup"}
 
 
@@ -91,12 +101,21 @@ def sandboxed(arm: str) -> dict:
     from cudaperf.harness.sandbox import SandboxLimits, make_workdir, run_sandboxed, scrubbed_env
     w = make_workdir("cudaperf-startup-")
     (w / "child.py").write_text(FORK_CHILD if arm == "sandbox_forked" else CHILD)
+    zygote, extra = None, {}
+    if arm == "sandbox_zygote":  # the run forked from a zygote that imported torch (its start not counted)
+        from cudaperf.harness.zygote import Zygote
+
+        zygote = Zygote(("torch",))
+        extra["zygote_preload_s"] = zygote.start().preload_s
     t = time.perf_counter()
-    r = run_sandboxed([sys.executable, "child.py"], w, limits=SandboxLimits(wall_s=300), env=scrubbed_env(w))
+    r = run_sandboxed([sys.executable, "child.py"], w, limits=SandboxLimits(wall_s=300), env=scrubbed_env(w),
+                      zygote=zygote)
     wall = time.perf_counter() - t
+    if zygote is not None:
+        zygote.close()
     if not r.ok:
         return {"error": r.describe() + " " + r.stderr[-800:], "wall_s": wall, "level": r.level}
-    return {**json.loads(r.stdout.strip().splitlines()[-1]), "wall_s": wall, "level": r.level}
+    return {**json.loads(r.stdout.strip().splitlines()[-1]), "wall_s": wall, "level": r.level, **extra}
 
 
 def forked() -> dict:
@@ -131,7 +150,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--arms", default="plain,forked," + ",".join(SANDBOX_ARMS))
+    ap.add_argument("--cpu", action="store_true", help="no GPU here: time torch's import alone (no CUDA context, "
+                    "kernel or profiler)")
     args = ap.parse_args()
+    cpu = ["--cpu"] if args.cpu else []
     args.out.mkdir(parents=True, exist_ok=True)
     arms = [a for a in args.arms.split(",") if a]
     rows: dict[str, list[dict]] = {a: [] for a in arms}
@@ -141,12 +163,12 @@ def main() -> None:
                 row = plain()
             elif arm == "forked":
                 # in a process of its own, so that this one never imports torch before a sandboxed arm
-                p = subprocess.run([sys.executable, __file__, "--one-forked"], capture_output=True, text=True,
+                p = subprocess.run([sys.executable, __file__, "--one-forked", *cpu], capture_output=True, text=True,
                                    timeout=300)
                 row = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else {
                     "error": p.stderr[-800:]}
             else:
-                p = subprocess.run([sys.executable, __file__, "--one-sandboxed", arm],
+                p = subprocess.run([sys.executable, __file__, "--one-sandboxed", arm, *cpu],
                                    capture_output=True, text=True, timeout=300)
                 row = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else {
                     "error": p.stderr[-800:]}
@@ -157,7 +179,7 @@ def main() -> None:
     for arm, rs in rows.items():
         ok = [r for r in rs if "error" not in r]
         summary[arm] = {k: round(statistics.median(r[k] for r in ok), 3) for k in
-                        ("wall_s", "import_s", "cuda_s", "kernel_s", "profiler_s")} if ok else {"error": rs[-1].get("error")}
+                        ("wall_s", "import_s", "cuda_s", "kernel_s", "profiler_s") if k in ok[0]} if ok else {"error": rs[-1].get("error")}
         summary[arm]["n"] = len(ok)
     print(json.dumps(summary, indent=1))
     (args.out / "summary.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))

@@ -120,6 +120,10 @@ def eval_command(
                                       "be gone; a run that overlapped and crashed, hung or failed a CUDA call is "
                                       "redone alone): about 1.35x the candidates per minute on the H200. "
                                       "--no-overlap-runs: one candidate's process after another."),
+    zygote: bool = typer.Option(False, "--zygote/--no-zygote", help="Fork each PyTorch candidate's sandboxed "
+                                "runner from a process that has imported torch once, instead of a fresh "
+                                "interpreter that imports it (the same protections; needs root and the private "
+                                "root, else runners start as before). Off until measured on a GPU."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write metrics.json and report.html at the end."),
     strategy: str = typer.Option("refine", "--strategy", help="'refine' (each turn repairs or improves the last "
                                  "answer) or 'evolve' (repair while incorrect; then keep the best correct answer "
@@ -208,7 +212,8 @@ def eval_command(
         pol = load_policy(policy, **opts)
     except (PolicyError, ValueError, FileNotFoundError) as exc:
         _fail(f"policy {policy}: {exc}")
-    harness = HarnessSettings(budget_ms=timing_budget_ms, max_reps=max_reps, overlap_runs=overlap_runs)
+    harness = HarnessSettings(budget_ms=timing_budget_ms, max_reps=max_reps, overlap_runs=overlap_runs,
+                              pytorch_zygote=zygote)
     total = len(ts.tasks) * samples * turns
     with eval_progress(total) as progress:
         try:
@@ -221,6 +226,7 @@ def eval_command(
                                                 "summarizer": summarizer,
                                                 "fewshot": fewshot, "timing_budget_ms": timing_budget_ms,
                                                 "max_reps": max_reps, "overlap_runs": overlap_runs,
+                                                "zygote": zygote,
                                                 "ranker": str(ranker) if ranker else None})
         except (RunDirError, StoreMismatchError, ExecutorError) as exc:
             _fail(str(exc))

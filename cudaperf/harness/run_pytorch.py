@@ -76,6 +76,25 @@ def sandbox_python() -> tuple[str, str | None]:
                 "install Python and torch where that user can read them, or run the harness as that user")
 
 
+_ZYGOTE_NOTED: set[str] = set()
+
+
+def runner_zygote(py: str):
+    """The zygote PyTorch runners fork from (``HarnessSettings.pytorch_zygote``: torch imported once), or None
+    where there is none (the reason logged once; runners then start as fresh interpreters)."""
+    from cudaperf.harness.zygote import shared_zygote
+
+    z = shared_zygote(("torch",), py)
+    if isinstance(z, str):
+        if z not in _ZYGOTE_NOTED:
+            _ZYGOTE_NOTED.add(z)
+            import logging
+
+            logging.getLogger(__name__).warning("PyTorch runners start without a zygote: %s", z)
+        return None
+    return z
+
+
 def _l2_flush_bytes() -> int:
     import torch
 
@@ -298,7 +317,8 @@ def _run_once(prepared: PreparedPyTorch, code: str, settings: HarnessSettings, g
         t0 = time.monotonic()
         try:
             run = run_sandboxed([py, "torch_runner.py", CTL_FD], w, env=scrubbed_env(w, extra), limits=limits,
-                                control=control, pass_fds=(in_fd, outputs.fd))
+                                control=control, pass_fds=(in_fd, outputs.fd),
+                                zygote=runner_zygote(py) if settings.pytorch_zygote else None)
         finally:
             if state.get("holds_load_lock"):
                 load_lock.release()  # its process is gone: the next candidate's code may load

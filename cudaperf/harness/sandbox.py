@@ -166,7 +166,10 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from cudaperf.harness.zygote import Zygote, ZygoteProcess
 
 
 NOBODY_UID = 65534
@@ -1140,6 +1143,7 @@ def run_sandboxed(
     pausable: bool = False,
     observe: Callable[[int, threading.Event], None] | None = None,
     pass_fds: Sequence[int] = (),
+    zygote: "Zygote | None" = None,
 ) -> SandboxRun:
     """Run ``argv`` in ``workdir`` under the sandbox; never raises for anything the program does.
 
@@ -1160,13 +1164,19 @@ def run_sandboxed(
     ``pass_fds``: descriptors the program inherits under the same numbers (the memory files that carry a PyTorch
     runner's tensors, :mod:`cudaperf.harness.native.tensor_pack`); the harness keeps and closes its own.
 
+    ``zygote``: where ``argv`` is ``[zygote.python, SCRIPT, ARGS...]``, the harness runs as root and the private
+    root works, the run is forked from it (:mod:`cudaperf.harness.zygote`: the preloaded modules are not imported
+    again) under the same protections, set up by the same launcher code; ``SandboxRun.level`` then ends with
+    ``start=zygote``. Elsewhere the run starts as without one.
+
     Raises ``FileNotFoundError`` when the sandbox tooling itself is missing and :class:`SandboxSetupError` (an
     ``OSError``) when the sandbox could not be built or the program not started in it (a missing bind, say):
     harness faults, which happen before the program runs.
     """
     env = dict(env) if env is not None else scrubbed_env(workdir)
     plan = _plan(limits, argv[0] if argv else "", workdir, level)
-    return _execute(argv, workdir, plan, limits, env, stdin_path, control, pausable, observe, tuple(pass_fds))
+    return _execute(argv, workdir, plan, limits, env, stdin_path, control, pausable, observe, tuple(pass_fds),
+                    zygote)
 
 
 def _disk_usage(root: Path, max_entries: int = 200_000) -> tuple[int, int]:
@@ -1289,7 +1299,7 @@ class _Watch(threading.Thread):
 def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLimits, env: dict[str, str],
              stdin_path: Path | None, control: Callable[[Control], None] | None, pausable: bool,
              observe: Callable[[int, threading.Event], None] | None = None,
-             extra_fds: tuple[int, ...] = ()) -> SandboxRun:
+             extra_fds: tuple[int, ...] = (), zygote: "Zygote | None" = None) -> SandboxRun:
     level = plan.base
     out_path = workdir / ".stdout"
     err_path = workdir / ".stderr"
@@ -1309,29 +1319,37 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
     join = run_cg.join_files() if run_cg else []
     rlimit_data = plan.rlimit_data or run_cg is None
 
-    def limit_child() -> None:  # runs in the child between fork and exec
+    cpu = limits.cpu_s if limits.cpu_s is not None else int(limits.wall_s) + 10
+    rlimits = [(resource.RLIMIT_CPU, cpu, cpu + 1),
+               (resource.RLIMIT_FSIZE, limits.file_size_bytes, limits.file_size_bytes),
+               (resource.RLIMIT_CORE, 0, 0),
+               (resource.RLIMIT_NPROC, limits.max_processes, limits.max_processes)]
+    if rlimit_data:
+        rlimits.append((resource.RLIMIT_DATA, limits.memory, limits.memory))
+
+    def limit_child() -> None:  # runs in the child between fork and exec (a zygote's run does the same)
         for f in join:
             fd = os.open(f, os.O_WRONLY)
             try:
                 os.write(fd, str(os.getpid()).encode())
             finally:
                 os.close(fd)
-        cpu = limits.cpu_s if limits.cpu_s is not None else int(limits.wall_s) + 10
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_bytes, limits.file_size_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
-        if rlimit_data:
-            resource.setrlimit(resource.RLIMIT_DATA, (limits.memory, limits.memory))
+        for which, soft, hard in rlimits:
+            resource.setrlimit(which, (soft, hard))
         if limits.nice:
             os.nice(limits.nice)
 
+    # A run forked from a zygote (cudaperf.harness.zygote): [its python, SCRIPT, ...] under the full launcher
+    forked = (zygote is not None and plan.private_root and level == "namespaces+nobody" and len(argv) >= 2
+              and argv[0] == zygote.python and not argv[1].startswith("-"))
+
     spec_fd = report_r = report_w = -1
+    spec = {}
     pass_fds: list[int] = ([status_w] if control else []) + list(extra_fds)
     if plan.launcher:
         report_r, report_w = os.pipe()
         os.set_blocking(report_r, False)
-        spec: dict = {"cwd": str(workdir), "init": level != "session", "report_fd": report_w,
+        spec = {"cwd": str(workdir), "init": level != "session", "report_fd": report_w,
                       "drop": list(run_owner(workdir)) if level == "namespaces+nobody" else None,
                       "rw": [str(workdir)], "dev_nodes": _dev_nodes(gpu=limits.gpu_devices),
                       "tmp_bytes": int(limits.tmp_bytes)}
@@ -1347,11 +1365,15 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
             addrs = _EXEC_ADDRS if plan.seccomp_profile == "candidate" else None
             spec.update(seccomp_bpf=build_bpf(plan.seccomp_profile, addrs, limits.deny_exec_remap).hex(),
                         exec_addrs=list(addrs) if addrs else None)
-        spec_fd = os.memfd_create("cudaperf-sandbox-spec", 0)
-        os.write(spec_fd, json.dumps(spec).encode())
-        os.lseek(spec_fd, 0, os.SEEK_SET)
-        pass_fds += [spec_fd, report_w]
-        cmd = _launcher_wrap(argv, level, spec_fd, plan.private_root)
+        if forked:
+            pass_fds.append(report_w)
+            cmd = list(argv)
+        else:
+            spec_fd = os.memfd_create("cudaperf-sandbox-spec", 0)
+            os.write(spec_fd, json.dumps(spec).encode())
+            os.lseek(spec_fd, 0, os.SEEK_SET)
+            pass_fds += [spec_fd, report_w]
+            cmd = _launcher_wrap(argv, level, spec_fd, plan.private_root)
     else:
         cmd = _wrap(argv, level, run_owner(workdir))
 
@@ -1362,18 +1384,23 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
     with open(out_path, "w+b") as out_fh, open(err_path, "w+b") as err_fh:
         stdin = open(stdin_path, "rb") if stdin_path else (subprocess.PIPE if control else subprocess.DEVNULL)
         try:
-            proc = subprocess.Popen(
-                cmd,
-                cwd=workdir,
-                env=env,
-                stdin=stdin,
-                stdout=out_fh,
-                stderr=err_fh,
-                start_new_session=True,
-                preexec_fn=limit_child,
-                close_fds=True,
-                pass_fds=tuple(pass_fds),
-            )
+            if forked:
+                assert zygote is not None
+                proc = _spawn_forked(zygote, cmd, env, workdir, stdin, out_fh.fileno(), err_fh.fileno(), pass_fds,
+                                     join, rlimits, limits.nice, spec)
+            else:
+                proc = subprocess.Popen(
+                    cmd,
+                    cwd=workdir,
+                    env=env,
+                    stdin=stdin,
+                    stdout=out_fh,
+                    stderr=err_fh,
+                    start_new_session=True,
+                    preexec_fn=limit_child,
+                    close_fds=True,
+                    pass_fds=tuple(pass_fds),
+                )
         except BaseException:
             if control is not None:
                 os.close(status_r)
@@ -1464,6 +1491,10 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
         if limit is None and run_cg.kind == "cgroup1" and run_cg.pids_max_hit():
             limit = f"it reached the {limits.max_processes}-process limit"
         run_cg.remove()
+    if forked and getattr(proc, "lost", False):
+        if report_r >= 0:
+            os.close(report_r)
+        raise SandboxSetupError(errno.EIO, f"the zygote ended while {argv[1]} ran: {zygote.log_tail()}")
     if report_r >= 0:
         reported, setup_error = _read_report(report_r, limits)
         os.close(report_r)
@@ -1489,12 +1520,40 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
         stderr=stderr,
         stdout_truncated=out_trunc,
         stderr_truncated=err_trunc,
-        level=plan.level,
+        level=plan.level + ("; start=zygote" if forked else ""),
         limit=limit,
         exit_overrun=exit_overrun,
         memory_note=(f"host memory is capped at {_fmt_bytes(limits.memory)} by RLIMIT_DATA: an allocation past it "
                      "fails" if rlimit_data else None),
     )
+
+
+def _spawn_forked(zygote: "Zygote", argv: Sequence[str], env: dict[str, str], workdir: Path, stdin,
+                  stdout_fd: int, stderr_fd: int, pass_fds: Sequence[int], join: Sequence[str],
+                  rlimits: Sequence[tuple[int, int, int]], nice: int, spec: dict) -> "ZygoteProcess":
+    """``subprocess.Popen``'s part for a run forked from ``zygote``: its standard input (a pipe whose write end
+    the handle keeps, as ``stdin=PIPE`` gives, ``/dev/null`` or an open file), then the spawn."""
+    from cudaperf.harness.zygote import ZygoteError
+
+    pipe_w = None
+    if stdin is subprocess.PIPE:
+        in_fd, pipe_w = os.pipe()
+    elif stdin is subprocess.DEVNULL:
+        in_fd = os.open(os.devnull, os.O_RDONLY)
+    else:
+        in_fd = os.dup(stdin.fileno())
+    try:
+        proc = zygote.spawn(argv, env=env, cwd=workdir, stdin_fd=in_fd, stdout_fd=stdout_fd, stderr_fd=stderr_fd,
+                            pass_fds=pass_fds, join=join, rlimits=rlimits, nice=nice, spec=spec)
+    except ZygoteError as exc:
+        if pipe_w is not None:
+            os.close(pipe_w)
+        raise SandboxSetupError(errno.EIO, f"the zygote could not start {argv[1]}: {exc}") from None
+    finally:
+        os.close(in_fd)
+    if pipe_w is not None:
+        proc.stdin = open(pipe_w, "wb")
+    return proc
 
 
 class SandboxSetupError(OSError):

@@ -320,8 +320,11 @@ def supervise(child, spec, report):
             if pid == 0:
                 break
             if pid == child:
-                if report is not None and os.WIFSIGNALED(status):
-                    for w in watched:  # full at the end: it was killed for it (SIGXFSZ, or by the program)
+                failed = os.WIFSIGNALED(status) or os.WEXITSTATUS(status) != 0
+                if report is not None and failed:
+                    # full at the end of a failed run: it ended for it (SIGXFSZ, killed by the program, or an
+                    # error it raised on ENOSPC before the next look, 0.1 s)
+                    for w in watched:
                         if w not in reported and _full(w):
                             _report(report, f"filled {w}", w)
                 os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))

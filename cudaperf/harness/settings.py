@@ -75,6 +75,13 @@ class HarnessSettings:
     ``torch/extension.h`` (:mod:`cudaperf.harness.torch_pch`; built once per toolchain, about a minute and 1.6 GB
     of cache): g++ uses it where the unit's flags match and reads the header as before where they do not, so the
     extension is the same; on this project's CPU machine a unit's compile went from 43.9 to 18.4 s."""
+    pytorch_zygote: bool = False
+    """Fork each PyTorch candidate's runner from a zygote that has imported torch once (no CUDA context), instead
+    of starting a fresh interpreter that imports it (:mod:`cudaperf.harness.zygote`): still a process of its own
+    per candidate, under every protection of the sandbox, set up by the same launcher code (tests/test_zygote.py
+    compares the two processes field by field). Where the harness is not root or has no private root, runners
+    start as before. On this project's CPU machine a runner that imports torch started in 0.20 s forked against
+    1.3 s exec'd (docs/BENCHMARKS.md). Off until measured on a GPU (``benchmarks/runner_startup.py``)."""
     prestart_runners: bool = False
     """For PyTorch candidates that are not trusted (a policy's samples): start the next candidate's runner while
     the current one runs, up to the end of its trusted set-up (torch imported, its CUDA context, the profiler's
