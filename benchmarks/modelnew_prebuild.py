@@ -3,7 +3,9 @@ extensions built in the GPU run (as before, arm ``in_run``), built ahead on the 
 (``HarnessSettings.prebuild_modelnew``, arm ``prebuild``), and built ahead with the next runner started while the
 current one runs (``HarnessSettings.prestart_runners``, arm ``prebuild_prestart``; three runners ahead,
 ``prebuild_prestart3``), built ahead without the precompiled ``torch/extension.h`` (``HarnessSettings.modelnew_pch``
-off, arm ``prebuild_nopch``; the other arms read it, precompiled once before any arm); and through KernelBench's
+off, arm ``prebuild_nopch``; the other arms read it, precompiled once before any arm), built ahead with runners
+forked from the zygote that imported torch once (``HarnessSettings.pytorch_zygote``, arms ``prebuild_zygote`` and
+``prebuild_prestart_zygote``); and through KernelBench's
 published procedure, re-implemented here from its description (arm ``kernelbench_procedure``: parallel builds
 first, then a fresh unsandboxed process per candidate, 5 correctness trials, 100 timings each of the reference and
 the candidate).
@@ -51,6 +53,8 @@ ARMS = {"in_run": {"prebuild_modelnew": False, "prestart_runners": False},
         "prebuild_nopch": {"prebuild_modelnew": True, "prestart_runners": False, "modelnew_pch": False},
         "prebuild_prestart": {"prebuild_modelnew": True, "prestart_runners": True},
         "prebuild_prestart3": {"prebuild_modelnew": True, "prestart_runners": True, "prestart_ahead": 3},
+        "prebuild_zygote": {"prebuild_modelnew": True, "prestart_runners": False, "pytorch_zygote": True},
+        "prebuild_prestart_zygote": {"prebuild_modelnew": True, "prestart_runners": True, "pytorch_zygote": True},
         "kernelbench_procedure": None}
 
 KB_BUILD = """import sys

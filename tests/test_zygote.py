@@ -261,3 +261,47 @@ def test_a_preload_that_fails_says_why():
     z = Zygote(preload=("no_such_module_cudaperf",))
     with pytest.raises(OSError, match="no_such_module_cudaperf"):
         z.start()
+
+
+def test_a_run_that_patches_torch_leaves_the_next_run_the_real_torch(zygote):
+    """The preloaded torch is the zygote's, copied into each run: a candidate that rewrites its timing (CUDA
+    events, the clock) or torch's functions in its own process changes nothing for the next run forked."""
+    patch = r'''
+import time, torch
+torch.cuda.Event.elapsed_time = lambda self, end: 0.001
+torch.Tensor.sum = lambda self, *a, **k: torch.tensor(42.0)
+time.perf_counter = lambda: 0.0
+print(torch.ones(3).sum().item(), torch.cuda.Event.elapsed_time.__name__)
+'''
+    check = r'''
+import time, torch
+print(torch.ones(3).sum().item(), torch.cuda.Event.elapsed_time.__name__, time.perf_counter() > 0)
+'''
+    with Workdir() as w:
+        r = _run(patch, w, zygote)
+    assert r.stdout == "42.0 <lambda>\n", r.stderr
+    with Workdir() as w:
+        r = _run(check, w, zygote)
+    assert r.stdout == "3.0 elapsed_time True\n", r.stderr
+
+
+def test_the_torch_runner_forked_without_a_gpu_stops_at_its_check_as_exec_d(zygote):
+    """The real runner (native/torch_runner.py) forked from the zygote, on a machine without a GPU: it reaches
+    its device check, reports nothing on its channel and exits with EXIT_NO_GPU, as the exec'd runner does (the
+    GPU run of it is tests/gpu/test_gpu_pytorch_fast.py)."""
+    import torch
+
+    from cudaperf.harness.run_pytorch import EXIT_NO_GPU, PACK, RUNNER
+    from cudaperf.harness.sandbox import copy_in
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the GPU test covers the runner")
+    for z in (None, zygote):
+        lines = []
+        with Workdir() as w:
+            copy_in(RUNNER, w, "torch_runner.py")
+            copy_in(PACK, w, "tensor_pack.py")
+            r = run_sandboxed([PY, "torch_runner.py", CTL_FD], w, zygote=z,
+                              control=lambda ctl: lines.append(ctl.read_line(timeout_s=60)))
+        assert r.returncode == EXIT_NO_GPU and lines == [None] and "no CUDA device" in r.stderr, r
+        assert r.level.endswith("start=zygote") == (z is not None)

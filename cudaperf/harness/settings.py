@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 
 from cudaperf.harness.compile import DEFAULT_NVCC_FLAGS, REFERENCE_FLAGS
 
@@ -75,13 +76,14 @@ class HarnessSettings:
     ``torch/extension.h`` (:mod:`cudaperf.harness.torch_pch`; built once per toolchain, about a minute and 1.6 GB
     of cache): g++ uses it where the unit's flags match and reads the header as before where they do not, so the
     extension is the same; on this project's CPU machine a unit's compile went from 43.9 to 18.4 s."""
-    pytorch_zygote: bool = False
+    pytorch_zygote: bool = field(default_factory=lambda: os.environ.get("CUDAPERF_PYTORCH_ZYGOTE") == "1")
     """Fork each PyTorch candidate's runner from a zygote that has imported torch once (no CUDA context), instead
     of starting a fresh interpreter that imports it (:mod:`cudaperf.harness.zygote`): still a process of its own
     per candidate, under every protection of the sandbox, set up by the same launcher code (tests/test_zygote.py
     compares the two processes field by field). Where the harness is not root or has no private root, runners
     start as before. On this project's CPU machine a runner that imports torch started in 0.20 s forked against
-    1.3 s exec'd (docs/BENCHMARKS.md). Off until measured on a GPU (``benchmarks/runner_startup.py``)."""
+    1.3 s exec'd (docs/BENCHMARKS.md). Off until measured on a GPU (``benchmarks/runner_startup.py``); the environment's
+    ``CUDAPERF_PYTORCH_ZYGOTE=1`` turns it on for every run that takes the default (the GPU suite under it)."""
     prestart_runners: bool = False
     """For PyTorch candidates that are not trusted (a policy's samples): start the next candidate's runner while
     the current one runs, up to the end of its trusted set-up (torch imported, its CUDA context, the profiler's

@@ -97,6 +97,8 @@ class Zygote:
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen | None = None
         self.info: ZygoteInfo | None = None
+        self.spawned = 0
+        """Runs forked so far."""
         self._dir = Path(tempfile.mkdtemp(prefix="cudaperf-zygote-"))
         os.chmod(self._dir, 0o700)
 
@@ -197,6 +199,7 @@ class Zygote:
                 proc, chan_fd = self._replies.pop(0)
             if proc is None:
                 raise ZygoteError(f"the zygote could not fork a run ({chan_fd}): {self.log_tail()}")
+            self.spawned += 1
         proc.args = list(argv)
         chan = socket.socket(fileno=chan_fd)
         req = {"argv": list(argv), "env": dict(env), "cwd": str(cwd), "fds": [0, 1, 2, *pass_fds],

@@ -288,3 +288,34 @@ def test_prestarted_runners_keep_every_verdict(tmp_path, ahead):
                        "modelnew": "correct"}, {k: (v, got[k].failure) for k, v in verdict.items()}
     assert all(r.status == "scored" for r in got.values())
     assert sum(r.durations_s.get("load_wait_s", 0.0) > 0.05 for r in got.values()) >= 1
+
+
+def test_runners_forked_from_the_zygote_keep_every_verdict(relu_prepared):
+    """HarnessSettings.pytorch_zygote: the same candidates (honest, on a side stream, wrong, in place, a cache of
+    outputs, no launch) through runners forked from the zygote that imported torch, against exec'd runners: the
+    same verdicts and failure kinds, the honest ones timed with their kernel seen, and every run forked."""
+    from cudaperf.harness.run_pytorch import run_pytorch_fast, runner_zygote, sandbox_python
+    from cudaperf.harness.settings import HarnessSettings
+    from cudaperf.harness.torch_fast import build_fast_candidate
+
+    py, why = sandbox_python()
+    if why:
+        pytest.skip(why)
+    z = runner_zygote(py)
+    if z is None:
+        pytest.skip("no zygote here (the harness is not root, or has no private root)")
+    for name in ("relu.cu", "relu_side_stream.cu", "relu_wrong.cu", "relu_in_place.cu", "hack_cache.cu",
+                 "hack_no_launch.cu"):
+        code = (FIX / name).read_text()
+        b = build_fast_candidate(code)
+        outs = {}
+        for forked in (False, True):
+            before = z.spawned
+            outs[forked] = run_pytorch_fast(relu_prepared, code, b, HarnessSettings(
+                budget_ms=300, test_timeout_s=60, pytorch_zygote=forked))
+            assert z.spawned == before + (1 if forked else 0), name
+        a, f = outs[False], outs[True]
+        assert (a.correct, a.stage, a.failure and a.failure.kind) == (f.correct, f.stage, f.failure and f.failure.kind), \
+            (name, a.failure, f.failure)
+        if a.correct:
+            assert f.timing.n >= 5 and any(k.startswith("relu_kernel") for k in f.kernels), name
