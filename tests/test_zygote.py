@@ -305,3 +305,21 @@ def test_the_torch_runner_forked_without_a_gpu_stops_at_its_check_as_exec_d(zygo
                               control=lambda ctl: lines.append(ctl.read_line(timeout_s=60)))
         assert r.returncode == EXIT_NO_GPU and lines == [None] and "no CUDA device" in r.stderr, r
         assert r.level.endswith("start=zygote") == (z is not None)
+
+
+def test_doctor_s_check_forks_a_run_under_every_protection():
+    from cudaperf.harness.zygote import zygote_self_check
+
+    ok, detail = zygote_self_check()
+    assert ok, detail
+    assert "under every protection" in detail
+
+
+def test_without_namespaces_or_a_private_root_runs_are_not_forked(zygote):
+    """Where the sandbox runs at a weaker level (no namespaces, or no private root), a zygote given to the run is
+    not used: it starts as an exec'd interpreter, with the level saying so."""
+    with Workdir() as w:
+        r = _run("print('exec')", w, zygote, level="session")
+        r2 = _run("print('exec')", w, zygote, limits=SandboxLimits(private_root=False))
+    assert r.stdout == r2.stdout == "exec\n"
+    assert not r.level.endswith("start=zygote") and not r2.level.endswith("start=zygote")

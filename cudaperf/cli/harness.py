@@ -329,6 +329,10 @@ def doctor(
     level, base = sandbox_level(), base_level()
     row("sandbox", base != "session", f"{level}" + ("" if base != "session" else
                                                     ": no namespaces; stray processes and network not contained"))
+    from cudaperf.harness.zygote import zygote_self_check
+
+    ok, detail = zygote_self_check()
+    row("zygote", ok, escape(detail))
     inv = gpu_inventory()
     if not inv:
         row("GPU", False, "no NVIDIA GPU visible (nvidia-smi missing or lists none): candidates compile but do "

@@ -270,6 +270,37 @@ def shared_zygote(preload: Sequence[str] = ("torch",), python: str = sys.executa
         return z
 
 
+def zygote_self_check() -> tuple[bool, str]:
+    """(works, what was seen): a zygote with nothing preloaded forks one sandboxed Python run here, which must
+    see itself as a run of its own user, ``no_new_privs`` and seccomp in force, and PID 2 of its namespace
+    (``cudaperf doctor``)."""
+    from cudaperf.harness.sandbox import SandboxSetupError, Workdir, run_sandboxed, share_file
+
+    why = zygote_unavailable()
+    if why is not None:
+        return False, f"unavailable ({why}): PyTorch runners start as fresh interpreters"
+    z = Zygote(preload=())
+    try:
+        z.start()
+        with Workdir(prefix="cudaperf-zcheck-") as w:
+            (w / "check.py").write_text(
+                "import os\nst = dict(l.split(':', 1) for l in open('/proc/self/status'))\n"
+                "print(os.getuid() == os.stat('.').st_uid, st['NoNewPrivs'].strip(), st['Seccomp'].strip(), "
+                "os.getpid())\n")
+            share_file(w / "check.py")
+            r = run_sandboxed([z.python, "check.py"], w, zygote=z)
+    except (ZygoteError, SandboxSetupError) as exc:
+        return False, f"a forked run failed ({exc}): PyTorch runners start as fresh interpreters"
+    finally:
+        z.close()
+    seen = r.stdout.split()
+    ok = r.ok and seen[:3] == ["True", "1", "2"] and r.level.endswith("start=zygote")
+    detail = (f"a forked run started in {r.wall_s:.2f} s under every protection (its own user, no_new_privs, "
+              "seccomp); cudaperf eval --zygote forks PyTorch runners from one that imported torch" if ok else
+              f"a forked run did not come out as expected ({r.describe()}: {(r.stdout + r.stderr).strip()[-200:]})")
+    return ok, detail
+
+
 @atexit.register
 def _close_all() -> None:
     for z in list(_SHARED.values()):
