@@ -321,3 +321,33 @@ def test_without_namespaces_runs_are_not_forked(zygote):
     with Workdir() as w:
         r = _run("print('exec')", w, zygote, level="session")
     assert r.stdout == "exec\n" and not r.level.endswith("start=zygote")
+
+
+def test_many_forked_runs_leave_no_descriptor_or_process_behind(zygote):
+    """The harness's descriptors and the zygote's children after 30 forked runs (controlled, with stdin files,
+    crashing, timing out) are what they were before."""
+    def fds():
+        return len(os.listdir("/proc/self/fd"))
+
+    def zygote_children():
+        kids = Path(f"/proc/{zygote.info.pid}/task/{zygote.info.pid}/children")
+        return kids.read_text().split() if kids.exists() else []
+
+    with Workdir() as w:
+        _run("pass", w, zygote)  # any lazy descriptor of the harness's opened once
+    before = fds()
+    for i in range(30):
+        with Workdir() as w:
+            kind = i % 3
+            if kind == 0:
+                r = _run("import sys; print(sys.stdin.readline().strip())", w, zygote, control=lambda ctl: ctl.send("x"))
+                assert r.stdout == "x\n"
+            elif kind == 1:
+                r = _run("import os; os.abort()", w, zygote)
+                assert r.returncode == -6
+            else:
+                r = _run("import time; time.sleep(30)", w, zygote, limits=SandboxLimits(wall_s=0.3))
+                assert r.timed_out
+    time.sleep(0.3)
+    assert fds() == before
+    assert zygote_children() == []
