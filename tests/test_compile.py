@@ -145,3 +145,21 @@ def test_a_source_cannot_pass_its_compile_error_off_as_a_toolchain_fault(saxpy):
     f = compile_failure(b, saxpy)
     assert f.kind.value == "compile_error" and f.attributed_to == "candidate"
     assert build_candidate(saxpy, bad, HarnessSettings(arch="sm_90")).info.cached  # and cached as such
+
+
+def test_a_build_past_its_time_limit_fails_now_and_is_built_again_next_time(saxpy, monkeypatch):
+    """nvcc past COMPILE_TIMEOUT_S is the candidate's compile failure for this evaluation, but it is not cached: a
+    loaded machine (prebuilds beside a policy's generation, many builds at once) can slow an honest heavy build
+    that far, so the next evaluation of the same source builds it again (here, with the normal limit, it builds)."""
+    import cudaperf.harness.compile as comp
+
+    drv = driver_source(saxpy)
+    with monkeypatch.context() as m:
+        m.setattr(comp, "COMPILE_TIMEOUT_S", 0.05)
+        slow = build_c_function_candidate(_src("fast"), drv, "saxpy", arch="sm_90")
+        assert slow.stage == "compile" and slow.exe is None and "did not finish within" in slow.info.log
+        assert compile_failure(slow, saxpy).kind.value == "compile_error"
+        assert not build_c_function_candidate(_src("fast"), drv, "saxpy", arch="sm_90").info.cached
+    again = build_c_function_candidate(_src("fast"), drv, "saxpy", arch="sm_90")
+    assert again.stage == "ok" and not again.info.cached
+    assert build_c_function_candidate(_src("fast"), drv, "saxpy", arch="sm_90").info.cached

@@ -274,6 +274,8 @@ def _driver_object(driver_c: str) -> Path:
 
 
 _PRIORITY = threading.local()
+_TIMED_OUT = threading.local()
+"""``hit``: an nvcc run of the build on this thread ran past ``COMPILE_TIMEOUT_S``."""
 
 
 @contextmanager
@@ -320,6 +322,7 @@ def _nvcc_in_sandbox(args: list[str], workdir: Path) -> tuple[bool, str]:
                             pausable=True)
         log = run.stderr + run.stdout
         if run.timed_out:
+            _TIMED_OUT.hit = True  # the candidate's failure now, but not cached (_cached_nvcc_build)
             return False, f"nvcc did not finish within {COMPILE_TIMEOUT_S:.0f} s\n" + log
         if run.signal_name:  # an output flood (SIGXFSZ) or the CPU limit: the source's doing
             log = f"nvcc was {run.describe()}\n" + log
@@ -345,17 +348,25 @@ def _cached_nvcc_build(key: str, arch: str, all_flags: tuple[str, ...],
     """Return the cached outcome for ``key`` or run ``build(workdir)`` once and cache what it made.
 
     ``build`` returns (stage, compiler log, rejection reasons, name of the executable in the workdir); stage
-    ``ok`` means the executable exists. Failures are cached too, with their trimmed log.
+    ``ok`` means the executable exists. Failures are cached too, with their trimmed log, except a build whose nvcc
+    ran past its time limit: that is the candidate's failure this time, but a machine under load (compiles
+    prebuilt beside a policy's generation, many builds at once) can slow an honest heavy build that far, so the
+    next evaluation of the same source builds it again.
     """
     toolchain = f"{nvcc_version()}; {gcc_version()}"
     t0 = time.monotonic()
     hit = _lookup(key)
     cached = hit is not None
     if hit is None:
+        _TIMED_OUT.hit = False
         with Workdir(prefix="cudaperf-build-") as w:
             stage, log, reasons, exe_name = build(w)
-            _store(key, w / exe_name if stage == "ok" else None,  # fault_aware: toolchain faults never get here
-                   {"stage": stage, "log": trim_log(log), "reasons": list(reasons), "fault_aware": True})
+            meta = {"stage": stage, "log": trim_log(log), "reasons": list(reasons), "fault_aware": True}
+            if stage != "ok" and getattr(_TIMED_OUT, "hit", False):
+                info = CompileInfo(ok=False, compiler="nvcc", flags=all_flags, arch=arch, toolchain=toolchain,
+                                   log=meta["log"], cached=False, seconds=time.monotonic() - t0)
+                return BuildOutcome(exe=None, info=info, stage=stage, reasons=tuple(reasons))
+            _store(key, w / exe_name if stage == "ok" else None, meta)  # fault_aware: toolchain faults never get here
         hit = _lookup(key)
         assert hit is not None
     exe, meta = hit
