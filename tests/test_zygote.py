@@ -351,3 +351,23 @@ def test_many_forked_runs_leave_no_descriptor_or_process_behind(zygote):
     time.sleep(0.3)
     assert fds() == before
     assert zygote_children() == []
+
+
+def test_a_zygote_s_import_waits_while_anything_is_timed():
+    """Its start (torch's import) is background host work: stopped while a timing window is open, so it never
+    runs beside a timed call."""
+    from cudaperf.harness.quiet import HOST
+
+    z = Zygote(preload=("torch",))
+    ready_at = []
+    with HOST.timing():
+        t = threading.Thread(target=lambda: (z.start(), ready_at.append(time.monotonic())))
+        t.start()
+        time.sleep(3.0)
+        assert ready_at == [], "the zygote finished its import inside a timing window"
+        closed_at = time.monotonic()
+    t.join(timeout=120)
+    try:
+        assert ready_at and ready_at[0] >= closed_at
+    finally:
+        z.close()

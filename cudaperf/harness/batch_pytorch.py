@@ -174,6 +174,11 @@ def run_pytorch_batch(tasks: dict[str, Any], jobs: Sequence[Any], store: ResultS
                                    wall_s=time.monotonic() - t0, per_task_s={}, n_gpu_runs=0)
 
     lock = threading.Lock()
+    if settings.pytorch_zygote and todo:  # its import (seconds) beside the builds, not before the first runner
+        from cudaperf.harness.run_pytorch import runner_zygote, sandbox_python
+
+        threading.Thread(target=lambda: runner_zygote(sandbox_python()[0]), name="cudaperf-zygote-start",
+                         daemon=True).start()
     if builds is None:
         builds = PyTorchBuilds(todo, settings, progress=progress)
     elif not builds.covers(todo):

@@ -120,11 +120,17 @@ class Zygote:
         finally:
             theirs.close()
             log.close()
+        from cudaperf.harness.quiet import HOST
+
+        # Its import is background host work: paused while anything is timed, as a runner's start-up is.
+        HOST.register(self._proc.pid)
         mine.settimeout(READY_TIMEOUT_S)
         try:
             first = json.loads(mine.recv(1 << 16).decode() or "null")
         except (OSError, ValueError) as exc:
             first = {"error": f"no answer ({exc})"}
+        finally:
+            HOST.unregister(self._proc.pid)
         if not isinstance(first, dict) or not first.get("ready"):
             self._proc.kill()
             self._proc.wait()
