@@ -3,7 +3,7 @@ run plainly, under the sandbox with all its protections, and under the sandbox w
 a time; and, for comparison, a child forked from a process that has already imported torch (what a zygote would
 save), plainly and in the sandbox (``sandbox_forked``: the sandboxed process imports torch, then forks; the
 child's figures); and the sandboxed run forked from the harness's zygote (``sandbox_zygote``,
-:mod:`cudaperf.harness.zygote`: torch imported once, outside the run, every protection in force; the zygote's own
+:mod:`cudaperf.harness.zygote`: ``RUNNER_PRELOAD``, torch and torch._dynamo, imported once, outside the run, every protection in force; the zygote's own
 start, its ``zygote_preload_s``, is not counted: it is paid once per harness process).
 
     python benchmarks/runner_startup.py --out DIR [--repeats 3] [--arms A,B,...] [--cpu]
@@ -13,7 +13,7 @@ from its own start, torch's import (``import_s``), the CUDA context (``cuda_s``:
 tensor on the GPU), a first kernel (``kernel_s``) and
 the profiler's first session on one op (``profiler_s``, as the runner's probe). Arms alternate over the repeats. Written to
 ``DIR/summary.json``. Needs a CUDA build of PyTorch (run it on the GPU machine); ``--cpu`` times torch's import
-alone, where there is no GPU.
+and the profiler's first session on the CPU, where there is no GPU.
 """
 
 from __future__ import annotations
@@ -49,9 +49,15 @@ prof.events()
 t4 = time.perf_counter()
 """
 
-# --cpu (a machine without a GPU): torch's import alone.
+# --cpu (a machine without a GPU): torch's import, and the profiler's first session on the CPU (what the runner's
+# probe imports with it); no CUDA context or kernel.
 CPU_MEASURE = """
-t2 = t3 = t4 = time.perf_counter()
+t2 = t3 = time.perf_counter()
+from torch.profiler import ProfilerActivity, profile
+with profile(activities=[ProfilerActivity.CPU]) as prof:
+    torch.zeros(1).add_(1)
+prof.events()
+t4 = time.perf_counter()
 """
 if "--cpu" in sys.argv:
     MEASURE = CPU_MEASURE
@@ -103,9 +109,10 @@ def sandboxed(arm: str) -> dict:
     (w / "child.py").write_text(FORK_CHILD if arm == "sandbox_forked" else CHILD)
     zygote, extra = None, {}
     if arm == "sandbox_zygote":  # the run forked from a zygote that imported torch (its start not counted)
+        from cudaperf.harness.run_pytorch import RUNNER_PRELOAD
         from cudaperf.harness.zygote import Zygote
 
-        zygote = Zygote(("torch",))
+        zygote = Zygote(RUNNER_PRELOAD)
         extra["zygote_preload_s"] = zygote.start().preload_s
     t = time.perf_counter()
     r = run_sandboxed([sys.executable, "child.py"], w, limits=SandboxLimits(wall_s=300), env=scrubbed_env(w),

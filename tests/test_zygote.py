@@ -25,7 +25,9 @@ PY = sys.executable
 
 @pytest.fixture(scope="module")
 def zygote():
-    z = Zygote(preload=("torch",))
+    from cudaperf.harness.run_pytorch import RUNNER_PRELOAD
+
+    z = Zygote(preload=RUNNER_PRELOAD)  # the runners' own
     z.start()
     yield z
     z.close()
@@ -93,7 +95,7 @@ def test_the_preloaded_modules_are_there_without_an_import(zygote):
             r = _run(script, w, z)
             out[name] = r.stdout.split()
     assert out == {"exec": ["False", "2.0"], "zygote": ["True", "2.0"]}
-    assert zygote.info is not None and zygote.info.preload == ("torch",) and zygote.info.preload_s > 0
+    assert zygote.info is not None and zygote.info.preload[0] == "torch" and zygote.info.preload_s > 0
 
 
 def test_exit_codes_signals_exceptions_and_atexit_as_an_interpreter(zygote):
@@ -371,3 +373,38 @@ def test_a_zygote_s_import_waits_while_anything_is_timed():
         assert ready_at and ready_at[0] >= closed_at
     finally:
         z.close()
+
+
+CONFIGS = r'''
+import json, os
+import torch
+w = os.getcwd()
+out = {}
+try:
+    import torch._dynamo.config as dc, torch._inductor.config as ic, torch._functorch.config as fc
+except ImportError:
+    print(json.dumps(None))
+    raise SystemExit(0)
+for name, c in (("dynamo", dc), ("inductor", ic), ("functorch", fc)):
+    out[name] = {k: sorted(map(repr, v)) if isinstance(v, (set, frozenset)) else repr(v).replace(w, "W")
+                 for k, v in c.get_config_copy().items()}
+print(json.dumps(out))
+'''
+
+
+def test_the_preloaded_compiler_configuration_differs_only_in_two_paths_from_the_zygote_s_directory(zygote):
+    """RUNNER_PRELOAD imports torch._dynamo in the zygote (the profiler's first session would import it in each
+    runner). Its configuration, and torch._inductor's and torch._functorch's, read at that import, must be what an
+    exec'd runner reads, except the two values made from the directory the interpreter was in (documented at
+    RUNNER_PRELOAD): a tripwire for a torch whose import caches more of its process."""
+    seen = {}
+    for name, z in (("exec", None), ("zygote", zygote)):
+        with Workdir() as w:
+            r = _run(CONFIGS, w, z)
+            assert r.returncode == 0, r.stderr
+            seen[name] = json.loads(r.stdout)
+    if seen["exec"] is None:
+        pytest.skip("this torch has no torch._dynamo")
+    diff = {(sect, k) for sect in seen["exec"] for k in set(seen["exec"][sect]) | set(seen["zygote"][sect])
+            if seen["exec"][sect].get(k) != seen["zygote"][sect].get(k)}
+    assert diff <= {("dynamo", "debug_dir_root"), ("inductor", "xpu.cutlass_dir")}, diff

@@ -79,12 +79,21 @@ def sandbox_python() -> tuple[str, str | None]:
 _ZYGOTE_NOTED: set[str] = set()
 
 
+RUNNER_PRELOAD = ("torch", "?torch._dynamo")
+"""What the runners' zygote imports: torch, and ``torch._dynamo``, which the profiler's first session (the
+runner's probe) imports otherwise: on this project's CPU machine 1.0 s of each runner's start, of 2.0 to 2.5 s
+(docs/BENCHMARKS.md). Of torch._dynamo's and torch._inductor's configuration two values differ in a forked runner
+from an exec'd one, both paths made from the directory the interpreter was in at the import (the zygote's, not the
+run's): ``torch._dynamo.config.debug_dir_root`` (torch.compile's debug output, used only when it is asked for)
+and ``torch._inductor.config.xpu.cutlass_dir`` (Intel GPUs); tests/test_zygote.py checks that no other does."""
+
+
 def runner_zygote(py: str):
-    """The zygote PyTorch runners fork from (``HarnessSettings.pytorch_zygote``: torch imported once), or None
-    where there is none (the reason logged once; runners then start as fresh interpreters)."""
+    """The zygote PyTorch runners fork from (``HarnessSettings.pytorch_zygote``: :data:`RUNNER_PRELOAD` imported
+    once), or None where there is none (the reason logged once; runners then start as fresh interpreters)."""
     from cudaperf.harness.zygote import shared_zygote
 
-    z = shared_zygote(("torch",), py)
+    z = shared_zygote(RUNNER_PRELOAD, py)
     if isinstance(z, str):
         if z not in _ZYGOTE_NOTED:
             _ZYGOTE_NOTED.add(z)

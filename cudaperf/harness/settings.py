@@ -78,7 +78,8 @@ class HarnessSettings:
     extension is the same; on this project's CPU machine a unit's compile went from 43.9 to 18.4 s."""
     pytorch_zygote: bool = field(default_factory=lambda: os.environ.get("CUDAPERF_PYTORCH_ZYGOTE") == "1")
     """Fork each PyTorch candidate's runner from a zygote that has imported torch once (no CUDA context), instead
-    of starting a fresh interpreter that imports it (:mod:`cudaperf.harness.zygote`): still a process of its own
+    of starting a fresh interpreter that imports it (:mod:`cudaperf.harness.zygote`; with ``torch._dynamo``, which
+    the profiler's first session imports: ``run_pytorch.RUNNER_PRELOAD``): still a process of its own
     per candidate, under every protection of the sandbox, set up by the same launcher code (tests/test_zygote.py
     compares the two processes field by field). Where the harness is not root or has no private root, runners
     start as before. On this project's CPU machine a runner that imports torch started in 0.20 s forked against

@@ -50,6 +50,8 @@ class ZygoteInfo:
     env_cached: tuple[str, ...]
     """Preloaded modules that read the environment at import (``torch.utils.cpp_extension``'s ``CUDA_HOME``):
     a run forked from this zygote would see the zygote's values, so none is forked from it."""
+    skipped: tuple[str, ...] = ()
+    """Optional preloads (``?NAME``) this interpreter does not have."""
 
 
 class ZygoteProcess:
@@ -139,7 +141,7 @@ class Zygote:
         mine.settimeout(None)
         self._sock = mine
         self.info = ZygoteInfo(first["pid"], self.preload, float(first["preload_s"]), int(first["modules"]),
-                               tuple(first.get("env_cached") or ()))
+                               tuple(first.get("env_cached") or ()), tuple(first.get("skipped") or ()))
         threading.Thread(target=self._read, name="cudaperf-zygote", daemon=True).start()
         return self.info
 

@@ -302,10 +302,15 @@ def main():
     os.set_inheritable(ctl, False)
     t0 = time.perf_counter()
     failed = None
-    for name in preload:
+    skipped = []
+    for name in preload:  # "?NAME": imported where it exists (a module of some torch versions only)
+        optional, name = name.startswith("?"), name.lstrip("?")
         try:
             importlib.import_module(name)
         except BaseException as e:  # noqa: BLE001 - reported to the harness, which then starts runs afresh
+            if optional and isinstance(e, ImportError):
+                skipped.append(name)
+                continue
             failed = f"cannot import {name}: {type(e).__name__}: {e}"
             break
     preload_s = time.perf_counter() - t0
@@ -313,7 +318,8 @@ def main():
     gc.freeze()  # the heap's pages stay shared with the children (no collector writes to them)
     env_cached = [m for m in ("torch.utils.cpp_extension",) if m in sys.modules]
     _send(sock, {"ready": failed is None, "error": failed, "pid": os.getpid(), "preload_s": round(preload_s, 4),
-                 "modules": len(sys.modules), "env_cached": env_cached, "executable": sys.executable})
+                 "modules": len(sys.modules), "env_cached": env_cached, "executable": sys.executable,
+                 "skipped": skipped})
     if failed is not None:
         os._exit(3)
     serve(sock, launcher)()  # returns in a program's process only: its script, then the interpreter's own exit
