@@ -93,11 +93,12 @@
 #   torch-pch     benchmarks/torch_pch.py --cuda (REPEATS, default 1): load_inline builds of the ReLU ModelNew's
 #                 extension with and without the precompiled torch/extension.h, side by side
 #   startup-seccomp  the startup step with the wheels installed (the sandbox's seccomp filter in force)
-#   zygote        HarnessSettings.pytorch_zygote (session 30) on a GPU: runner_startup.py's sandbox against
+#   zygote        HarnessSettings.pytorch_zygote (session 30) on a GPU: runner_startup.py's plain, sandbox and
 #                 sandbox_zygote (REPEATS, default 3), the zygote's GPU test (the same verdicts forked and exec'd),
-#                 the PyTorch GPU tests with CUDAPERF_PYTORCH_ZYGOTE=1 (every runner forked) in TEST_LIMIT, then
-#                 modelnew_prebuild.py's ZYGOTE_ARMS (default kernelbench_procedure,prebuild_prestart,
-#                 prebuild_prestart_zygote) side by side in the rest of LIMIT
+#                 then with CUDAPERF_PYTORCH_ZYGOTE=1 (every runner forked) the PyTorch GPU tests (TEST_LIMIT,
+#                 default 200 s) and the adversarial suite's PyTorch entries (ADV_LIMIT, default 240 s)
+#   zygote-bench  modelnew_prebuild.py's ZYGOTE_ARMS (default kernelbench_procedure,prebuild_prestart,
+#                 prebuild_prestart_zygote) side by side, PREBUILD_CANDIDATES (default 4) each, in LIMIT
 #   tests-s20     the GPU tests written in session 20: device memory left between runs, overlap_judging's process
 #                 spans and its batch case, the adversarial entries session 20 added or changed (hangs at exit,
 #                 host work beside useless kernels: the input rule) and the trust tests
@@ -233,7 +234,7 @@ from cudaperf.dataset.families import all_families as a; print(",".join(sorted(s
     # Where a PyTorch runner's start-up goes: plain, sandboxed, sandboxed with one protection off, forked
     timeout "${LIMIT:-400}" python benchmarks/runner_startup.py --out "$OUT/startup" --repeats "${REPEATS:-2}" \
       > "$OUT/startup.log" 2>&1; echo "rc=$?" >> "$OUT/startup.log"; tail -c 3000 "$OUT/startup.log" ;;
-  trust-load|speed-load|torch-pch|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22|prebuild|c-speed|startup-seccomp|verify-s24|verify-s26|newfam|zygote)
+  trust-load|speed-load|torch-pch|kb-sample|bt-full|overlap-bench|tests-s20|tests-s21|tests-s22|prebuild|c-speed|startup-seccomp|verify-s24|verify-s26|newfam|zygote|zygote-bench)
     if ls .whl/*.whl > /dev/null 2>&1; then
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         .whl/*.whl > /tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }
@@ -349,19 +350,21 @@ for line in open(sys.argv[1]):
 PY
         tail -n 40 "$OUT/newfam_verdicts.txt"; gzip -c .device/newds/newfam.jsonl > "$OUT/newfam.jsonl.gz" ;;
       zygote)
-        t0=$SECONDS
         timeout 200 python benchmarks/runner_startup.py --out "$OUT/startup" --repeats "${REPEATS:-3}" \
           --arms plain,sandbox,sandbox_zygote > "$OUT/startup.log" 2>&1; echo "rc=$?" >> "$OUT/startup.log"
-        tail -c 1500 "$OUT/startup.log"
-        timeout "${TEST_LIMIT:-240}" python -m pytest -q -m gpu \
+        tail -c 1200 "$OUT/startup.log"
+        timeout 150 python -m pytest -q -m gpu \
           "tests/gpu/test_gpu_pytorch_fast.py::test_runners_forked_from_the_zygote_keep_every_verdict" \
-          -p no:cacheprovider > "$OUT/gpu_zygote.log" 2>&1
-        CUDAPERF_PYTORCH_ZYGOTE=1 timeout "${TEST_LIMIT:-240}" python -m pytest -q -m gpu \
-          tests/gpu/test_gpu_pytorch_fast.py tests/gpu/test_gpu_torch_fast.py -p no:cacheprovider \
-          >> "$OUT/gpu_zygote.log" 2>&1
-        echo "rc=$?" >> "$OUT/gpu_zygote.log"; grep -E "passed|failed|error" "$OUT/gpu_zygote.log" | tail -5
-        left=$(( ${LIMIT:-570} - (SECONDS - t0) ))
-        [ "$left" -gt 120 ] && timeout "$left" python benchmarks/modelnew_prebuild.py --out "$OUT/prebuild" \
+          -p no:cacheprovider > "$OUT/gpu_zygote.log" 2>&1; echo "rc=$?" >> "$OUT/gpu_zygote.log"
+        CUDAPERF_PYTORCH_ZYGOTE=1 timeout "${TEST_LIMIT:-200}" python -m pytest -q -m gpu \
+          tests/gpu/test_gpu_pytorch_fast.py tests/gpu/test_gpu_torch_fast.py -p no:cacheprovider --durations=5 \
+          >> "$OUT/gpu_zygote.log" 2>&1; echo "rc=$?" >> "$OUT/gpu_zygote.log"
+        CUDAPERF_PYTORCH_ZYGOTE=1 timeout "${ADV_LIMIT:-240}" python -m pytest -v -m gpu \
+          tests/gpu/test_gpu_adversarial.py -k "torch_fast or fast_ or modelnew_" -p no:cacheprovider \
+          >> "$OUT/gpu_zygote.log" 2>&1; echo "rc=$?" >> "$OUT/gpu_zygote.log"
+        grep -E "passed|failed|FAILED|error|rc=" "$OUT/gpu_zygote.log" | tail -12 ;;
+      zygote-bench)
+        timeout "${LIMIT:-560}" python benchmarks/modelnew_prebuild.py --out "$OUT/prebuild" \
           --candidates "${PREBUILD_CANDIDATES:-4}" \
           --arms "${ZYGOTE_ARMS:-kernelbench_procedure,prebuild_prestart,prebuild_prestart_zygote}" \
           > "$OUT/prebuild_bench.log" 2>&1
