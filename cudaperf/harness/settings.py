@@ -82,8 +82,9 @@ class HarnessSettings:
     the profiler's first session imports: ``run_pytorch.RUNNER_PRELOAD``): still a process of its own
     per candidate, under every protection of the sandbox, set up by the same launcher code (tests/test_zygote.py
     compares the two processes field by field). Where the harness is not root or has no private root, runners
-    start as before. On this project's CPU machine a runner that imports torch started in 0.20 s forked against
-    1.3 s exec'd (docs/BENCHMARKS.md). Off until measured on a GPU (``benchmarks/runner_startup.py``); the environment's
+    start as before. On this project's CPU machine a child that imports torch and opens the profiler's first
+    session (as the runner's probe does) started in 0.36 s forked against 2.86 s exec'd (docs/BENCHMARKS.md).
+    Off until measured on a GPU (``benchmarks/runner_startup.py``); the environment's
     ``CUDAPERF_PYTORCH_ZYGOTE=1`` turns it on for every run that takes the default (the GPU suite under it)."""
     prestart_runners: bool = False
     """For PyTorch candidates that are not trusted (a policy's samples): start the next candidate's runner while
