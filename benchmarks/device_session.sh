@@ -94,7 +94,8 @@
 #                 extension with and without the precompiled torch/extension.h, side by side
 #   startup-seccomp  the startup step with the wheels installed (the sandbox's seccomp filter in force)
 #   zygote        HarnessSettings.pytorch_zygote (session 30) on a GPU: runner_startup.py's plain, sandbox and
-#                 sandbox_zygote (REPEATS, default 3), the zygote's GPU test (the same verdicts forked and exec'd),
+#                 sandbox_zygote (REPEATS, default 3), the zygote's and the quick exit's GPU tests (the same
+#                 verdicts forked and exec'd; HarnessSettings.pytorch_quick_exit),
 #                 then with CUDAPERF_PYTORCH_ZYGOTE=1 (every runner forked) the PyTorch GPU tests (TEST_LIMIT,
 #                 default 200 s) and the adversarial suite's PyTorch entries (ADV_LIMIT, default 240 s)
 #   zygote-bench  modelnew_prebuild.py's ZYGOTE_ARMS (default kernelbench_procedure,prebuild_prestart,
@@ -353,8 +354,9 @@ PY
         timeout 200 python benchmarks/runner_startup.py --out "$OUT/startup" --repeats "${REPEATS:-3}" \
           --arms plain,sandbox,sandbox_zygote > "$OUT/startup.log" 2>&1; echo "rc=$?" >> "$OUT/startup.log"
         tail -c 1200 "$OUT/startup.log"
-        timeout 150 python -m pytest -q -m gpu \
+        timeout 200 python -m pytest -q -s -m gpu \
           "tests/gpu/test_gpu_pytorch_fast.py::test_runners_forked_from_the_zygote_keep_every_verdict" \
+          "tests/gpu/test_gpu_pytorch_fast.py::test_a_quick_exit_ends_runners_without_their_exit_code_and_keeps_the_verdicts" \
           -p no:cacheprovider > "$OUT/gpu_zygote.log" 2>&1; echo "rc=$?" >> "$OUT/gpu_zygote.log"
         CUDAPERF_PYTORCH_ZYGOTE=1 timeout "${TEST_LIMIT:-200}" python -m pytest -q -m gpu \
           tests/gpu/test_gpu_pytorch_fast.py tests/gpu/test_gpu_torch_fast.py -p no:cacheprovider --durations=5 \

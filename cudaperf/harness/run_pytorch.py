@@ -213,6 +213,7 @@ def _run_once(prepared: PreparedPyTorch, code: str, settings: HarnessSettings, g
         (w / "job.json").write_text(json.dumps({
             "mode": mode, "n_trials": n, "l2_flush_bytes": _l2_flush_bytes(),
             "ext": "ext" if prebuilt is not None and mode == "modelnew" else None, "gate": load_lock is not None,
+            "quick_exit": settings.pytorch_quick_exit,
             "specs": [[{"shape": list(s.shape), "dtype": s.dtype} for s in t.specs] for t in prepared.trials],
             "inputs_fd": in_fd, "outputs_fd": outputs.fd, "outputs_bytes": outputs.nbytes,
             "slots": outputs.slots}))

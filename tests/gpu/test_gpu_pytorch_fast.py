@@ -319,3 +319,39 @@ def test_runners_forked_from_the_zygote_keep_every_verdict(relu_prepared):
             (name, a.failure, f.failure)
         if a.correct:
             assert f.timing.n >= 5 and any(k.startswith("relu_kernel") for k in f.kernels), name
+
+
+def test_a_quick_exit_ends_runners_without_their_exit_code_and_keeps_the_verdicts(relu_prepared):
+    """HarnessSettings.pytorch_quick_exit: the runner ends by os._exit once its records are read. Honest, wrong
+    and in-place candidates keep their verdicts; the candidate whose library's static destructor spins at exit
+    (an adversarial entry: timeout without it, after the 30 s grace) is timed at its honest speed, its spin never
+    started, so it is not ended by the exit grace. Each runner's exit phase is printed (-s), forked or not."""
+    from cudaperf.harness.run_pytorch import run_pytorch_candidate, sandbox_python
+    from cudaperf.harness.settings import HarnessSettings
+    from cudaperf.harness.torch_fast import build_fast_candidate
+
+    _, why = sandbox_python()
+    if why:
+        pytest.skip(why)
+    adversarial = Path(__file__).parent.parent / "fixtures" / "adversarial"
+    for path in (FIX / "relu.cu", FIX / "relu_wrong.cu", FIX / "relu_in_place.cu",
+                 adversarial / "fast_static_destructor_spin.cu"):
+        code = path.read_text()
+        b = build_fast_candidate(code)
+        assert b.stage == "ok", b.info.log
+        outs, exits = {}, {}
+        for quick in (False, True):
+            if not quick and path.name.startswith("fast_static"):
+                continue  # 30 s of grace, then timeout: the adversarial suite's entry
+            phases: dict[str, float] = {}
+            outs[quick] = run_pytorch_candidate(relu_prepared, code, HarnessSettings(
+                budget_ms=300, test_timeout_s=60, pytorch_quick_exit=quick), build=b, phases_s=phases)
+            exits[quick] = phases.get("exit_s")
+        q = outs[True]
+        if path.name.startswith("fast_static"):
+            assert q.correct and q.timing is not None, (q.failure, exits)
+            print(path.name, "exit_s", exits)
+            continue
+        a = outs[False]
+        assert (a.correct, a.stage, a.failure and a.failure.kind) == (q.correct, q.stage, q.failure and q.failure.kind)
+        print(path.name, "exit_s", exits)

@@ -5,7 +5,8 @@ cudaperf). Files in the directory:
 
     job.json        {"mode": "fast" | "modelnew", "n_trials", "specs": [[{"shape", "dtype"}, ...] per trial],
                      "l2_flush_bytes", "inputs_fd", "outputs_fd", "outputs_bytes",
-                     "slots": [[byte offset of output i] per trial], "ext": "ext" | null, "gate": bool}
+                     "slots": [[byte offset of output i] per trial], "ext": "ext" | null, "gate": bool,
+                     "quick_exit": bool}
     tensor_pack.py  the memory-file format (cudaperf.harness.native.tensor_pack, copied here)
     candidate.so    the built fast-path library (mode fast), or
     candidate.py    a KernelBench-style module defining ModelNew (mode modelnew), built under the reference's
@@ -38,7 +39,8 @@ other streams counts. It writes ``timing.json`` and reports ``timing_done``. Any
 outputs of each trial in the same slots (the trials' were judged before timing began), writes ``timed.json``
 (what each of them is) and ``evidence.json`` (the GPU kernels that one
 profiled call ran, and their GPU time), reports ``stopped`` (its GPU work is over) and waits for the harness (a
-line or the end of stdin) before it ends. The harness reads each record while the runner waits (the outputs and
+line or the end of stdin) before it ends (with ``"quick_exit"``, by ``os._exit``: no exit handler of the
+candidate's runs at all). The harness reads each record while the runner waits (the outputs and
 ``trials.json`` at ``tests_done``, ``timing.json`` at ``timing_done``, the others at ``stopped``), so what the
 candidate's exit handlers or static destructors write afterwards is never read. Before any candidate code it tries
 the profiler on a trusted op and reports ``probe 1`` (works) or ``probe 0 WHY`` between ``gpu_ok`` and ``ready``.
@@ -312,6 +314,10 @@ def main():
             json.dump({"kernels": None, "error": f"{type(exc).__name__}: {exc}"[:500]}, open("evidence.json", "w"))
     os.write(ctl, b"stopped\n")
     sys.stdin.readline()  # the harness reads the records now; they are its before any exit handler runs
+    if job.get("quick_exit"):  # no interpreter exit: neither torch's finalization nor the candidate's exit code
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
