@@ -99,7 +99,7 @@
 #                 then with CUDAPERF_PYTORCH_ZYGOTE=1 (every runner forked) the PyTorch GPU tests (TEST_LIMIT,
 #                 default 200 s) and the adversarial suite's PyTorch entries (ADV_LIMIT, default 240 s)
 #   zygote-bench  modelnew_prebuild.py's ZYGOTE_ARMS (default kernelbench_procedure,prebuild_prestart,
-#                 prebuild_prestart_zygote) side by side, PREBUILD_CANDIDATES (default 4) each, in LIMIT
+#                 prebuild_prestart_zygote,prebuild_prestart_zygote_quick) side by side, PREBUILD_CANDIDATES (default 4) each, in LIMIT
 #   tests-s20     the GPU tests written in session 20: device memory left between runs, overlap_judging's process
 #                 spans and its batch case, the adversarial entries session 20 added or changed (hangs at exit,
 #                 host work beside useless kernels: the input rule) and the trust tests
@@ -368,7 +368,7 @@ PY
       zygote-bench)
         timeout "${LIMIT:-560}" python benchmarks/modelnew_prebuild.py --out "$OUT/prebuild" \
           --candidates "${PREBUILD_CANDIDATES:-4}" \
-          --arms "${ZYGOTE_ARMS:-kernelbench_procedure,prebuild_prestart,prebuild_prestart_zygote}" \
+          --arms "${ZYGOTE_ARMS:-kernelbench_procedure,prebuild_prestart,prebuild_prestart_zygote,prebuild_prestart_zygote_quick}" \
           > "$OUT/prebuild_bench.log" 2>&1
         echo "rc=$?" >> "$OUT/prebuild_bench.log"; tail -c 2000 "$OUT/prebuild_bench.log"
         rm -rf "$OUT"/prebuild/cache-* "$OUT"/prebuild/kb-* ;;

@@ -5,7 +5,8 @@ current one runs (``HarnessSettings.prestart_runners``, arm ``prebuild_prestart`
 ``prebuild_prestart3``), built ahead without the precompiled ``torch/extension.h`` (``HarnessSettings.modelnew_pch``
 off, arm ``prebuild_nopch``; the other arms read it, precompiled once before any arm), built ahead with runners
 forked from the zygote that imported torch once (``HarnessSettings.pytorch_zygote``, arms ``prebuild_zygote`` and
-``prebuild_prestart_zygote``); and through KernelBench's
+``prebuild_prestart_zygote``; ``prebuild_prestart_zygote_quick`` also with ``HarnessSettings.pytorch_quick_exit``);
+and through KernelBench's
 published procedure, re-implemented here from its description (arm ``kernelbench_procedure``: parallel builds
 first, then a fresh unsandboxed process per candidate, 5 correctness trials, 100 timings each of the reference and
 the candidate).
@@ -55,6 +56,8 @@ ARMS = {"in_run": {"prebuild_modelnew": False, "prestart_runners": False},
         "prebuild_prestart3": {"prebuild_modelnew": True, "prestart_runners": True, "prestart_ahead": 3},
         "prebuild_zygote": {"prebuild_modelnew": True, "prestart_runners": False, "pytorch_zygote": True},
         "prebuild_prestart_zygote": {"prebuild_modelnew": True, "prestart_runners": True, "pytorch_zygote": True},
+        "prebuild_prestart_zygote_quick": {"prebuild_modelnew": True, "prestart_runners": True, "pytorch_zygote": True,
+                                           "pytorch_quick_exit": True},
         "kernelbench_procedure": None}
 
 KB_BUILD = """import sys
