@@ -408,3 +408,30 @@ def test_the_preloaded_compiler_configuration_differs_only_in_two_paths_from_the
     diff = {(sect, k) for sect in seen["exec"] for k in set(seen["exec"][sect]) | set(seen["zygote"][sect])
             if seen["exec"][sect].get(k) != seen["zygote"][sect].get(k)}
     assert diff <= {("dynamo", "debug_dir_root"), ("inductor", "xpu.cutlass_dir")}, diff
+
+
+def test_descriptors_at_high_numbers_reach_the_run_at_their_numbers(zygote, tmp_path):
+    """A harness with many descriptors open passes ones numbered above the zygote's floor (512): each reaches the
+    forked run at its own number, with its own content, and nothing else does."""
+    files = []
+    numbers = []
+    for k, n in enumerate((600, 513, 700)):
+        p = tmp_path / f"in{k}"
+        p.write_text(f"payload {k}")
+        fd = os.open(p, os.O_RDONLY)
+        os.dup2(fd, n, inheritable=False)
+        os.close(fd)
+        files.append(n)
+        numbers.append(n)
+    script = ("import os, sys\nfor n in map(int, sys.argv[1:]):\n    print(n, os.pread(n, 100, 0).decode())\n"
+              "print(sorted(int(f) for f in os.listdir('/proc/self/fd')))")
+    try:
+        with Workdir() as w:
+            r = _run(script, w, zygote, args=[str(n) for n in numbers], pass_fds=numbers)
+    finally:
+        for n in files:
+            os.close(n)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[:3] == ["600 payload 0", "513 payload 1", "700 payload 2"]
+    assert lines[3] == str(sorted([0, 1, 2, 3, 513, 600, 700])), lines[3]

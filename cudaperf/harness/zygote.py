@@ -214,10 +214,18 @@ class Zygote:
                "join": list(join), "rlimits": [list(r) for r in rlimits], "nice": nice, "spec": spec}
         try:
             socket.send_fds(chan, [json.dumps(req).encode()], [stdin_fd, stdout_fd, stderr_fd, *pass_fds])
-        except OSError as exc:
-            raise ZygoteError(f"cannot hand the run its request ({exc})") from None
+            chan.settimeout(60)
+            ack = json.loads(chan.recv(1 << 16).decode() or "{}")  # its descriptors are in place
+        except (OSError, ValueError) as exc:
+            ack = {"error": f"cannot hand the run its request ({exc})"}
         finally:
             chan.close()
+        if not ack.get("ok"):
+            try:
+                os.kill(proc.pid, 9)
+            except OSError:
+                pass
+            raise ZygoteError(ack.get("error") or "the run did not take its request")
         return proc
 
     def close(self) -> None:

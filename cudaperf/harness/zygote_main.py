@@ -31,6 +31,7 @@ them, it runs the script as ``__main__`` and ends as the interpreter does (``ate
 _FRESH_MAIN = sorted(globals())  # the names a fresh interpreter's __main__ starts with (this file's, before any)
 
 import ctypes
+import fcntl
 import gc
 import importlib
 import importlib.util
@@ -46,7 +47,7 @@ import time
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x08000000, 0x20000000, 0x40000000
 PR_SET_PDEATHSIG = 1
 MAX_MSG = 1 << 20
-MAX_FDS = 64
+MAX_FDS = 253  # SCM_MAX_FD
 FD_FLOOR = 512
 """Received descriptors are first moved at or above this, so that placing them at their numbers never overwrites
 one not yet placed."""
@@ -75,18 +76,20 @@ def _status_code(status):
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
-def _place_fds(received, targets):
-    """Put ``received[i]`` at descriptor ``targets[i]`` (inheritable) and close every other descriptor."""
-    high = [os.dup2(fd, FD_FLOOR + i, inheritable=False) for i, fd in enumerate(received)]
+def _place_fds(received, targets, keep=()):
+    """Put ``received[i]`` at descriptor ``targets[i]`` (inheritable) and close every other descriptor but
+    ``keep``'s (which must lie above every target). The received ones are first moved above every target, so that
+    placing one never overwrites another not yet placed."""
+    floor = max([*targets, FD_FLOOR]) + 1
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor) for fd in received]
     for fd in received:
-        if fd not in high:
-            os.close(fd)
+        os.close(fd)
     for fd, target in zip(high, targets):
         os.dup2(fd, target, inheritable=True)
-    keep = set(targets)
+    kept = set(targets) | set(keep)
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
-        if fd not in keep:
+        if fd not in kept:
             try:
                 os.close(fd)
             except OSError:
@@ -172,15 +175,28 @@ def _waiting_child(chan, launcher):
     try:
         msg, fds, _, _ = socket.recv_fds(chan, MAX_MSG, MAX_FDS)
     except OSError:
-        os._exit(0)
-    chan.close()
+        os._exit(126)
     if not msg:
-        os._exit(0)  # the harness let the spawn go
+        os._exit(126)  # the harness let the spawn go
     req = json.loads(msg.decode())
     report = req["spec"].get("report_fd")
-    try:
+    try:  # until the descriptors are in place, a failure is said on the channel (the harness's fault)
         os.setsid()
-        _place_fds(fds, req["fds"])
+        if len(fds) != len(req["fds"]):
+            raise OSError(f"{len(fds)} descriptors came for {len(req['fds'])}")
+        chan_fd = fcntl.fcntl(chan.fileno(), fcntl.F_DUPFD_CLOEXEC, max([*req["fds"], FD_FLOOR]) + 1 + len(fds))
+        chan.close()
+        chan = socket.socket(fileno=chan_fd)
+        _place_fds(fds, req["fds"], keep=(chan_fd,))
+    except OSError as e:
+        try:
+            chan.send(json.dumps({"error": f"the zygote's run could not take its descriptors: {e}"}).encode())
+        except OSError:
+            pass
+        os._exit(126)
+    chan.send(b'{"ok": true}')
+    chan.close()
+    try:
         for path in req["join"]:
             fd = os.open(path, os.O_WRONLY)
             try:
