@@ -435,3 +435,29 @@ def test_descriptors_at_high_numbers_reach_the_run_at_their_numbers(zygote, tmp_
     lines = r.stdout.splitlines()
     assert lines[:3] == ["600 payload 0", "513 payload 1", "700 payload 2"]
     assert lines[3] == str(sorted([0, 1, 2, 3, 513, 600, 700])), lines[3]
+
+
+def test_a_process_forked_from_the_harness_starts_a_zygote_of_its_own():
+    """A worker forked from a harness process that holds a zygote (a pool with the fork start method) does not
+    talk on the parent's socket: it starts its own, and the parent's keeps working."""
+    import multiprocessing
+
+    parent = shared_zygote(("json",))
+    assert isinstance(parent, Zygote)
+
+    def child(q):
+        z = shared_zygote(("json",))
+        with Workdir() as w:
+            r = _run("print('child run')", w, z)
+        q.put((z is not parent, z.info.pid != parent.info.pid, r.stdout, r.level.endswith("start=zygote")))
+
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=child, args=(q,))
+    p.start()
+    got = q.get(timeout=60)
+    p.join(timeout=30)
+    assert got == (True, True, "child run\n", True)
+    with Workdir() as w:
+        r = _run("print('parent run')", w, parent)
+    assert r.stdout == "parent run\n" and parent.alive

@@ -101,12 +101,15 @@ class Zygote:
         self.info: ZygoteInfo | None = None
         self.spawned = 0
         """Runs forked so far."""
+        self.owner_pid = os.getpid()
+        """The process that started it: a process forked from that one (a worker pool) has no use of it."""
         self._dir = Path(tempfile.mkdtemp(prefix="cudaperf-zygote-"))
         os.chmod(self._dir, 0o700)
 
     @property
     def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None and self._sock is not None
+        return (os.getpid() == self.owner_pid and self._proc is not None and self._proc.poll() is None
+                and self._sock is not None)
 
     def start(self) -> ZygoteInfo:
         from cudaperf.harness.sandbox import scrubbed_env
@@ -190,6 +193,8 @@ class Zygote:
         """Fork one run: ``argv`` is ``[PYTHON, SCRIPT, ARGS...]``; the descriptors go to the run at 0, 1, 2 and
         at their own numbers (``pass_fds``, the launcher's report descriptor among them); ``spec`` is the
         launcher's (:mod:`cudaperf.harness.sandbox_root`). Raises :class:`ZygoteError` if the zygote is gone."""
+        if os.getpid() != self.owner_pid:
+            raise ZygoteError("this zygote belongs to the process this one was forked from")
         with self._lock:
             sock = self._sock
             if sock is None:
@@ -229,7 +234,9 @@ class Zygote:
         return proc
 
     def close(self) -> None:
-        """End the zygote (its runs die with it)."""
+        """End the zygote (its runs die with it); in a process forked from its owner, nothing."""
+        if os.getpid() != self.owner_pid:
+            return
         sock, self._sock = self._sock, None
         if sock is not None:
             sock.close()
@@ -266,6 +273,8 @@ def shared_zygote(preload: Sequence[str] = ("torch",), python: str = sys.executa
         z = _SHARED.get(key)
         if isinstance(z, Zygote) and z.alive:
             return z
+        if isinstance(z, Zygote) and z.owner_pid != os.getpid():
+            z = None  # inherited from the process this one was forked from: start one of its own
         if isinstance(z, str):
             return z
         why = zygote_unavailable()
