@@ -173,7 +173,7 @@ if len(sys.argv) > 2:
     for spin in (False, True):
         seen = []
 
-        def control(ctl):
+        def control(ctl, seen=seen):
             seen.append(ctl.read_line(timeout_s=30))
             ctl.send("time 1 2")
             seen.append(ctl.read_line(timeout_s=30))
@@ -304,7 +304,7 @@ def test_the_torch_runner_forked_without_a_gpu_stops_at_its_check_as_exec_d(zygo
             copy_in(RUNNER, w, "torch_runner.py")
             copy_in(PACK, w, "tensor_pack.py")
             r = run_sandboxed([PY, "torch_runner.py", CTL_FD], w, zygote=z,
-                              control=lambda ctl: lines.append(ctl.read_line(timeout_s=60)))
+                              control=lambda ctl, lines=lines: lines.append(ctl.read_line(timeout_s=60)))
         assert r.returncode == EXIT_NO_GPU and lines == [None] and "no CUDA device" in r.stderr, r
         assert r.level.endswith("start=zygote") == (z is not None)
 

@@ -84,7 +84,7 @@ def _place_fds(received, targets, keep=()):
     high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor) for fd in received]
     for fd in received:
         os.close(fd)
-    for fd, target in zip(high, targets):
+    for fd, target in zip(high, targets, strict=True):
         os.dup2(fd, target, inheritable=True)
     kept = set(targets) | set(keep)
     for name in os.listdir("/proc/self/fd"):
