@@ -61,6 +61,9 @@ class PyTorchOutcome:
     window_cpu_cores: float | None = None
     """The cores the runner kept busy in its timing window (CPU time read from outside the run over the window's
     wall time); recorded, not ruled on (``HarnessSettings.max_window_cpu_cores`` applies to C functions)."""
+    sandbox_level: str | None = None
+    """The sandbox the runner ran under (:attr:`cudaperf.harness.sandbox.SandboxRun.level`: ``start=zygote`` at
+    its end for a runner forked from the zygote); None where no runner ran."""
 
 
 @lru_cache(maxsize=1)
@@ -150,22 +153,23 @@ def run_pytorch_candidate(prepared: PreparedPyTorch, code: str, settings: Harnes
     run's process is gone, so no two candidates' code is ever alive at once. A set-up that failed (the harness's
     fault, or one a candidate beside it could have caused, say by taking the GPU's memory) is run again holding
     the lock, with nothing beside it."""
+    seen: dict = {}
     out = _run_once(prepared, code, settings, gpu_index, build=build, gpu_lock=gpu_lock, phases_s=phases_s,
-                    prebuilt=prebuilt, load_lock=load_lock)
+                    prebuilt=prebuilt, load_lock=load_lock, seen=seen)
     if out is None:  # a prestarted runner's set-up failed: again, alone (no other candidate's code alive)
         with load_lock:
             out = _run_once(prepared, code, settings, gpu_index, build=build, gpu_lock=gpu_lock, phases_s=phases_s,
-                            prebuilt=prebuilt)
+                            prebuilt=prebuilt, seen=seen)
         assert out is not None
-    return out
+    return replace(out, sandbox_level=seen["level"]) if seen.get("level") else out
 
 
 def _run_once(prepared: PreparedPyTorch, code: str, settings: HarnessSettings, gpu_index: int | None = None, *,
               build: BuildOutcome | None = None, gpu_lock: AbstractContextManager | None = None,
               phases_s: dict[str, float] | None = None, prebuilt: Path | None = None,
-              load_lock: Lock | TurnLock | None = None) -> PyTorchOutcome | None:
+              load_lock: Lock | TurnLock | None = None, seen: dict | None = None) -> PyTorchOutcome | None:
     """One run of :func:`run_pytorch_candidate`; None when a runner started ahead failed before its candidate's
-    code loaded."""
+    code loaded. ``seen["level"]``: the sandbox level its runner ran under."""
     import torch
 
     from cudaperf.harness.modelnew_build import install_prebuilt, modelnew_env, modelnew_pch, modelnew_ro_paths
@@ -332,6 +336,8 @@ def _run_once(prepared: PreparedPyTorch, code: str, settings: HarnessSettings, g
         finally:
             if state.get("holds_load_lock"):
                 load_lock.release()  # its process is gone: the next candidate's code may load
+        if seen is not None:
+            seen["level"] = run.level
         run_s = time.monotonic() - t0
         mark("exit_s")
         if load_lock is not None and not state.get("holds_load_lock"):
@@ -722,6 +728,9 @@ def evaluate_pytorch(task, completion: str, settings: HarnessSettings, *, candid
                                            kernels_in_tests=0,
                                            kernels_in_timed_call=len(out.kernels) if out.kernels is not None
                                            else None, window_cpu_cores=out.window_cpu_cores))
+    if out.sandbox_level and out.sandbox_level.endswith("; start=zygote"):  # the record says the runner was forked
+        res = replace(res, environment=replace(res.environment,
+                                               sandbox_level=res.environment.sandbox_level + "; start=zygote"))
     if out.failure is not None and out.failure.attributed_to == "harness":
         res = replace(res, status="unscored")
     if out.timing is not None and eager is not None:
