@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -317,7 +318,7 @@ def _nvcc_in_sandbox(args: list[str], workdir: Path) -> tuple[bool, str]:
     env = scrubbed_env(workdir, {"PATH": f"{Path(nvcc).parent}:/usr/local/bin:/usr/bin:/bin"})
     for attempt, delay_s in enumerate((*TOOLCHAIN_RETRY_DELAYS_S, None)):
         run = run_sandboxed([nvcc, *args], workdir, env=env,
-                            limits=SandboxLimits(wall_s=COMPILE_TIMEOUT_S, cpu_s=int(COMPILE_TIMEOUT_S) * 2,
+                            limits=SandboxLimits(wall_s=COMPILE_TIMEOUT_S, cpu_s=math.ceil(COMPILE_TIMEOUT_S * 2),
                                                  file_size_bytes=512 << 20, nice=getattr(_PRIORITY, "nice", 0)),
                             pausable=True)
         log = run.stderr + run.stdout
