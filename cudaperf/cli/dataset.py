@@ -100,6 +100,10 @@ def dataset_measure(
     pytorch_runners: int = typer.Option(4, "--pytorch-runners", min=1, help="PyTorch tasks: runner processes "
                                         "alive at once per GPU, taking turns on it (start-up overlaps, GPU work "
                                         "never does)."),
+    zygote: Optional[bool] = typer.Option(None, "--zygote/--no-zygote", help="PyTorch tasks: fork each runner "
+                                          "from a process that has imported torch once instead of a fresh "
+                                          "interpreter (the same sandbox; needs root and the private root). "
+                                          "Default: off, or CUDAPERF_PYTORCH_ZYGOTE=1."),
     exclusive_timing: bool = typer.Option(False, "--exclusive-timing", help="One timed window at a time across "
                                           "the GPUs, with C candidates' tests and exits kept out of every window: "
                                           "slower, for a host whose timings drift with the other GPUs' work."),
@@ -169,6 +173,7 @@ def dataset_measure(
     run_id = run_id or new_run_id()
     settings = _replace(MEASURE_SETTINGS, timing_rounds=timing_rounds or MEASURE_SETTINGS.timing_rounds,
                         pytorch_runners=pytorch_runners, exclusive_timing=exclusive_timing,
+                        pytorch_zygote=MEASURE_SETTINGS.pytorch_zygote if zygote is None else zygote,
                         burst_preparation=(MEASURE_SETTINGS.burst_preparation if burst_preparation is None
                                            else burst_preparation),
                         speedup_estimator=speedup_estimator or MEASURE_SETTINGS.speedup_estimator)
