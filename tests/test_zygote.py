@@ -461,3 +461,15 @@ def test_a_process_forked_from_the_harness_starts_a_zygote_of_its_own():
     with Workdir() as w:
         r = _run("print('parent run')", w, parent)
     assert r.stdout == "parent run\n" and parent.alive
+
+
+def test_torch_s_thread_pools_and_python_threads_work_in_a_forked_run(zygote):
+    """Forking copies only the zygote's calling thread: torch's intra-op pool (two threads asked for) and a Python
+    thread running torch must still work in the run, as in an exec'd one."""
+    script = ("import threading, torch\ntorch.set_num_threads(2)\na = torch.ones(600, 600)\n"
+              "t = threading.Thread(target=lambda: print(float((a @ a)[0, 0])))\nt.start(); t.join()\n"
+              "print(torch.get_num_threads(), float((a @ a).sum()))")
+    for z in (None, zygote):
+        with Workdir() as w:
+            r = _run(script, w, z, limits=SandboxLimits(wall_s=60))
+        assert r.returncode == 0 and r.stdout == "600.0\n2 216000000.0\n", (z is not None, r.stdout, r.stderr)
