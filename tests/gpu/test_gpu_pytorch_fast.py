@@ -317,7 +317,8 @@ def test_runners_forked_from_the_zygote_keep_every_verdict(relu_prepared):
         a, f = outs[False], outs[True]
         assert (a.correct, a.stage, a.failure and a.failure.kind) == (f.correct, f.stage, f.failure and f.failure.kind), \
             (name, a.failure, f.failure)
-        assert f.sandbox_level.endswith("start=zygote") and not a.sandbox_level.endswith("start=zygote"), name
+        assert (f.sandbox_level or "").endswith("start=zygote"), (name, f.sandbox_level)
+        assert a.sandbox_level is not None and not a.sandbox_level.endswith("start=zygote"), (name, a.sandbox_level)
         if a.correct:
             assert f.timing.n >= 5 and any(k.startswith("relu_kernel") for k in f.kernels), name
 
