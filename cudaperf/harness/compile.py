@@ -363,12 +363,11 @@ def _cached_nvcc_build(key: str, arch: str, all_flags: tuple[str, ...],
         with Workdir(prefix="cudaperf-build-") as w:
             stage, log, reasons, exe_name = build(w)
             meta = {"stage": stage, "log": trim_log(log), "reasons": list(reasons), "fault_aware": True}
-            if stage != "ok" and getattr(_TIMED_OUT, "hit", False):
-                info = CompileInfo(ok=False, compiler="nvcc", flags=all_flags, arch=arch, toolchain=toolchain,
-                                   log=meta["log"], cached=False, seconds=time.monotonic() - t0)
-                return BuildOutcome(exe=None, info=info, stage=stage, reasons=tuple(reasons))
-            _store(key, w / exe_name if stage == "ok" else None, meta)  # fault_aware: toolchain faults never get here
-        hit = _lookup(key)
+            if stage != "ok" and _TIMED_OUT.hit:
+                hit = (None, meta)  # this time only: not stored
+            else:  # fault_aware: toolchain faults never get here
+                _store(key, w / exe_name if stage == "ok" else None, meta)
+        hit = hit or _lookup(key)
         assert hit is not None
     exe, meta = hit
     info = CompileInfo(ok=exe is not None, compiler="nvcc", flags=all_flags, arch=arch, toolchain=toolchain,

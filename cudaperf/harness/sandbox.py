@@ -1350,9 +1350,9 @@ def _execute(argv: Sequence[str], workdir: Path, plan: _Plan, limits: SandboxLim
         report_r, report_w = os.pipe()
         os.set_blocking(report_r, False)
         spec = {"cwd": str(workdir), "init": level != "session", "report_fd": report_w,
-                      "drop": list(run_owner(workdir)) if level == "namespaces+nobody" else None,
-                      "rw": [str(workdir)], "dev_nodes": _dev_nodes(gpu=limits.gpu_devices),
-                      "tmp_bytes": int(limits.tmp_bytes)}
+                "drop": list(run_owner(workdir)) if level == "namespaces+nobody" else None,
+                "rw": [str(workdir)], "dev_nodes": _dev_nodes(gpu=limits.gpu_devices),
+                "tmp_bytes": int(limits.tmp_bytes)}
         if plan.private_root or plan.landlock:
             links, ops = _bind_plan(argv[0] if argv else "", workdir, limits.ro_paths)
             if plan.private_root:

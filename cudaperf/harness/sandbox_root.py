@@ -249,10 +249,10 @@ def _which(cmd, path):
     return cmd
 
 
-def exec_program(spec, argv, env, report=None):
-    """In the forked child: become the sandbox user, load the filter, execve. Never returns."""
-    for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores them, and an ignored signal survives execve
-        signal.signal(sig, signal.SIG_DFL)
+def become_run_user(spec):
+    """In the program's process: the OOM killer's victim, no blocked signals, its working directory, and (as
+    root) the run's own user and group, no supplementary groups. Shared with the zygote's runs
+    (:mod:`cudaperf.harness.zygote_main`)."""
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
     try:
         with open("/proc/self/oom_score_adj", "w") as fh:
@@ -266,6 +266,25 @@ def exec_program(spec, argv, env, report=None):
         os.setgroups([])
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
+
+
+def load_filter(spec):
+    """``no_new_privs``, then the run's seccomp filter (if any): the last step before the program's code."""
+    bpf = bytes.fromhex(spec.get("seccomp_bpf") or "")
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    if bpf:
+        class SockFprog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+        prog = SockFprog(len(bpf) // 8, bpf)
+        _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0), "load seccomp filter")
+
+
+def exec_program(spec, argv, env, report=None):
+    """In the forked child: become the sandbox user, load the filter, execve. Never returns."""
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores them, and an ignored signal survives execve
+        signal.signal(sig, signal.SIG_DFL)
+    become_run_user(spec)
     path = _which(argv[0], env.get("PATH", "/usr/bin:/bin")).encode()
     c_argv = (ctypes.c_char_p * (len(argv) + 1))(*[a.encode() for a in argv], None)
     items = [f"{k}={v}".encode() for k, v in env.items()]
@@ -284,14 +303,7 @@ def exec_program(spec, argv, env, report=None):
         path_arg, argv_arg, env_arg = pinned
     else:
         path_arg, argv_arg, env_arg = ctypes.c_char_p(path), c_argv, c_env
-    bpf = bytes.fromhex(spec.get("seccomp_bpf") or "")
-    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    if bpf:
-        class SockFprog(ctypes.Structure):
-            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
-
-        prog = SockFprog(len(bpf) // 8, bpf)
-        _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0), "load seccomp filter")
+    load_filter(spec)
     libc.execve.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
     libc.execve(path_arg, argv_arg, env_arg)
     e = ctypes.get_errno()

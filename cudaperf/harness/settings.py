@@ -134,11 +134,11 @@ class HarnessSettings:
     """A PyTorch runner ends with ``os._exit`` once the harness has read its last record, instead of the
     interpreter's exit: no finalization of torch's modules, and none of the candidate's code at exit (``atexit``
     handlers, ``__del__``, static destructors of its library) ever runs, so none can hold the GPU worker. The
-    runner's exit took a median 0.93 to 1.0 s of each candidate on the H200 (``exit_s`` in the stores of sessions 5,
+    runner's exit took a median 0.91 to 1.07 s a candidate on the H200 (``exit_s``, per store of sessions 5,
     6 and 28), and the next policy sample's code waits for it; on this project's CPU machine an interpreter that
     imported torch and torch._dynamo took 0.65 s to exit. With it the adversarial entries that spin at exit
-    (``modelnew_atexit_spin.py``, ``fast_static_destructor_spin.cu``) are timed at their honest speed instead of
-    ``timeout``: their spin never starts. Off until measured on a GPU."""
+    (``modelnew_atexit_spin.py``, ``fast_static_destructor_spin.cu``) should be timed at their honest speed
+    instead of ``timeout``, their spin never started (the GPU test is written, not yet run). Off until measured on a GPU."""
     exit_grace_s: float = 10.0
     """A C function's process, once the harness has read its last record and told it to stop, has this long to
     end (its CUDA context's teardown takes a fraction of a second); past it, it is killed and gets no credit

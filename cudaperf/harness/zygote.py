@@ -77,11 +77,6 @@ class ZygoteProcess:
     def wait(self, timeout: float | None = None) -> int:
         if not self._done.wait(timeout):
             raise subprocess.TimeoutExpired(self.args, timeout or 0)
-        if self.stdin is not None:
-            try:
-                self.stdin.close()
-            except OSError:
-                pass
         assert self.returncode is not None
         return self.returncode
 

@@ -22,8 +22,9 @@ the launcher's spec, and its descriptors by SCM_RIGHTS), then does in order what
 descriptors at their numbers and nothing else, new mount, network, IPC and PID namespaces; it forks the
 namespace's first process and passes on its status (as ``unshare --fork --kill-child``: that process dies with
 it). That first process is the launcher's (``sandbox_root.build_root`` and ``supervise``, unchanged); it forks
-the program's process, which does what ``sandbox_root.exec_program`` does (oom score, working directory, the run's
-user, ``no_new_privs``, the seccomp filter) except the ``execve``: instead, with the run's environment in place,
+the program's process, which calls what ``sandbox_root.exec_program`` calls (``become_run_user``: oom score,
+working directory, the run's user; ``load_filter``: ``no_new_privs``, the seccomp filter) but not the ``execve``:
+instead, with the run's environment in place,
 ``sys.argv``, ``sys.path[0]`` and ``tempfile``'s cached directory as a fresh ``python SCRIPT ARGS`` would have
 them, it runs the script as ``__main__`` and ends as the interpreter does (``atexit`` handlers, then ``exit``).
 """
@@ -99,31 +100,11 @@ def _place_fds(received, targets, keep=()):
 def _program(req, launcher, report):
     """In the program's process (PID 2 of the run's namespace): what the launcher does before its ``execve``;
     returns the callable that runs the script."""
-    try:
-        with open("/proc/self/oom_score_adj", "w") as fh:
-            fh.write(str(req["spec"].get("oom_score_adj", 1000)))
-    except OSError:
-        pass
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    os.chdir(req["cwd"])
     if report is not None:
         os.close(report)  # the program never holds the launcher's report descriptor
-    drop = req["spec"].get("drop")
-    if drop:
-        uid, gid = drop
-        os.setgroups([])
-        os.setresgid(gid, gid, gid)
-        os.setresuid(uid, uid, uid)
-    launcher._check(libc.prctl(launcher.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    bpf = bytes.fromhex(req["spec"].get("seccomp_bpf") or "")
-    if bpf:
-        class SockFprog(ctypes.Structure):
-            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
-
-        prog = SockFprog(len(bpf) // 8, bpf)
-        launcher._check(libc.prctl(launcher.PR_SET_SECCOMP, launcher.SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0,
-                                   0), "load seccomp filter")
+    launcher.become_run_user(req["spec"])
+    launcher.load_filter(req["spec"])
     os.environ.clear()
     os.environ.update(req["env"])
     argv = req["argv"]
